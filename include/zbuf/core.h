@@ -1,0 +1,469 @@
+/**
+ * @file zbuf/core.h
+ * @brief zbufs: byte sequences made of segments that share buffers.
+ *
+ * A zbuf is an ordered list of *segments*; each segment names a byte range of
+ * one buffer (see zbuf/buf.h).  The bytes of the zbuf are the bytes of its
+ * segments in order.  Operations that rearrange bytes (dup, split, cut,
+ * insert one zbuf into another) move or share segment references and never
+ * copy data; their cost depends on the number of segments, never on the
+ * number of bytes.  A segment straddling an operation's boundary is split
+ * into two segments that reference the same buffer.  The only functions that
+ * copy bytes say so in their name or doc (`_copy`, copyout, pullup, unshare)
+ * and count every byte in zbuf_stats_t::bytes_copied.
+ *
+ * **Invariants** (zbuf_check() verifies them): no segment is empty; the
+ * cached length equals the sum of the segment lengths; every segment lies
+ * inside its buffer; each segment holds one reference to its buffer.
+ *
+ * **Addressing.** Byte positions are absolute offsets from the first byte
+ * (0 .. length).  An insertion at offset `o` puts the new bytes just before
+ * the byte now at `o`; #ZBUF_OFF_END appends.  A range is `(off, len)` with
+ * `off + len <= length`, or `len == ZBUF_TO_END` for "to the end".
+ * zbuf_locate() converts a VxWorks-style (segment, relative offset) pair into
+ * an absolute offset.
+ *
+ * **Threads.** A zbuf handle is used by one thread at a time (the caller
+ * serialises).  Different zbufs may share buffers and be used on different
+ * threads at once; release callbacks may therefore run on any thread.
+ *
+ * **Errors.** See zbuf/common.h: negative errno, and a failed call changes
+ * nothing.  `-EINVAL` is returned for a NULL or deleted handle or a segment
+ * handle that does not belong to the zbuf, `-ERANGE` for an offset or range
+ * outside the zbuf, `-ENOMEM` when memory runs out.
+ */
+#ifndef ZBUF_CORE_H
+#define ZBUF_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An opaque zbuf handle. */
+typedef struct zbuf zbuf_t;
+
+/** An opaque handle of one segment of one zbuf; valid until that segment is
+ *  removed, split or moved to another zbuf. */
+typedef struct zbuf_seg zbuf_seg_t;
+
+/** For zbuf_locate(): the start of the zbuf, whatever the segment. */
+#define ZBUF_REL_BEGIN INT64_MIN
+/** For zbuf_locate(): the end of the zbuf, whatever the segment. */
+#define ZBUF_REL_END INT64_MAX
+
+/** Bytes of headroom a buffer allocated for zbuf_prepend_space() leaves in
+ *  front of the new bytes, so further headers fit without a new segment. */
+#define ZBUF_HEADROOM_DEFAULT 128
+
+/* ---------------------------------------------------------------------- */
+/** @name Life cycle */
+/** @{ */
+
+/**
+ * @brief Create an empty zbuf.
+ * @param[out] out  receives the new zbuf; the caller deletes it.
+ * @return 0; `-EINVAL` for NULL @p out; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_create(zbuf_t **out);
+
+/**
+ * @brief Delete a zbuf and drop every segment's buffer reference.
+ *
+ * Buffers no other zbuf or handle references are released now, on this
+ * thread (their release callbacks run before this returns).
+ *
+ * @param z  the zbuf (consumed); NULL is a no-op.
+ * @return 0; `-EINVAL` for a handle that is not a live zbuf.
+ */
+ZBUF_EXPORT int zbuf_delete(zbuf_t *z);
+
+/** @brief Bytes in @p z (cached, O(1)); 0 for NULL. */
+ZBUF_EXPORT size_t zbuf_length(const zbuf_t *z);
+
+/** @brief Segments in @p z (cached, O(1)); 0 for NULL. */
+ZBUF_EXPORT size_t zbuf_seg_count(const zbuf_t *z);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Putting bytes in */
+/** @{ */
+
+/**
+ * @brief Insert a caller's buffer, without copying it.
+ *
+ * Enrols @p data like zbuf_buf_wrap() and inserts all of it at @p off.
+ * On success the library owns the job of releasing the memory: @p cb runs
+ * exactly once, when no zbuf references any of its bytes any more.  On
+ * failure nothing was enrolled: the caller still owns @p data and @p cb is
+ * not called.
+ *
+ * @param z     the zbuf.
+ * @param off   insertion point, 0 .. length, or #ZBUF_OFF_END.
+ * @param data  first byte (borrowed until @p cb runs; never written by the
+ *              library).
+ * @param len   bytes, 1 or more.
+ * @param cb    release callback, or NULL.
+ * @param arg   passed to @p cb.
+ * @param[out] seg  if not NULL, receives the new segment.
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_insert_buf(zbuf_t *z, size_t off, void *data, size_t len,
+                                zbuf_release_cb cb, void *arg, zbuf_seg_t **seg);
+
+/**
+ * @brief Insert @p len bytes of buffer @p b, starting at @p boff, at @p off.
+ *
+ * Takes a reference to @p b: the caller keeps its own.
+ *
+ * @return 0; `-EINVAL` (NULL, zero @p len); `-ERANGE` (@p off outside @p z,
+ *         or the range outside @p b); `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_insert_ref(zbuf_t *z, size_t off, zbuf_buf_t *b, size_t boff, size_t len,
+                                zbuf_seg_t **seg);
+
+/**
+ * @brief Insert a copy of @p len bytes of @p data at @p off.
+ *
+ * The bytes are copied into one new library buffer (counted in
+ * zbuf_stats_t::bytes_copied); @p data is only borrowed for the call.
+ *
+ * @param[out] seg  if not NULL, receives the new segment.
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_insert_copy(zbuf_t *z, size_t off, const void *data, size_t len,
+                                 zbuf_seg_t **seg);
+
+/**
+ * @brief Move every segment of @p src into @p dst at @p off.
+ *
+ * No byte is copied and no buffer is released.  On success @p src is
+ * consumed (deleted); on failure both zbufs are unchanged and the caller
+ * still owns @p src.
+ *
+ * @param[out] seg  if not NULL, receives the first inserted segment (NULL if
+ *                  @p src was empty).
+ * @return 0; `-EINVAL` (also when @p src is @p dst); `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_insert(zbuf_t *dst, size_t off, zbuf_t *src, zbuf_seg_t **seg);
+
+/** @brief zbuf_insert_buf() at the end. */
+static inline int zbuf_append_buf(zbuf_t *z, void *data, size_t len, zbuf_release_cb cb, void *arg)
+{
+    return zbuf_insert_buf(z, ZBUF_OFF_END, data, len, cb, arg, NULL);
+}
+/** @brief zbuf_insert_buf() at the front. */
+static inline int zbuf_prepend_buf(zbuf_t *z, void *data, size_t len, zbuf_release_cb cb, void *arg)
+{
+    return zbuf_insert_buf(z, 0, data, len, cb, arg, NULL);
+}
+/** @brief zbuf_insert_ref() at the end. */
+static inline int zbuf_append_ref(zbuf_t *z, zbuf_buf_t *b, size_t boff, size_t len)
+{
+    return zbuf_insert_ref(z, ZBUF_OFF_END, b, boff, len, NULL);
+}
+/** @brief zbuf_insert_copy() at the end. */
+static inline int zbuf_append_copy(zbuf_t *z, const void *data, size_t len)
+{
+    return zbuf_insert_copy(z, ZBUF_OFF_END, data, len, NULL);
+}
+/** @brief zbuf_insert_copy() at the front. */
+static inline int zbuf_prepend_copy(zbuf_t *z, const void *data, size_t len)
+{
+    return zbuf_insert_copy(z, 0, data, len, NULL);
+}
+/** @brief zbuf_insert() at the end: moves @p src's segments after @p dst's. */
+static inline int zbuf_append(zbuf_t *dst, zbuf_t *src)
+{
+    return zbuf_insert(dst, ZBUF_OFF_END, src, NULL);
+}
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Getting bytes out */
+/** @{ */
+
+/**
+ * @brief Copy bytes out of @p z into @p dst.
+ *
+ * @param off  first byte, 0 .. length.
+ * @param dst  destination (borrowed), room for @p len bytes.
+ * @param len  bytes, or #ZBUF_TO_END; a longer count than remains is an error
+ *             (the VxWorks layer clamps instead).
+ * @return bytes copied (counted as a copy); `-EINVAL`; `-ERANGE`; `-EIO`
+ *         if reading a file segment failed.
+ */
+ZBUF_EXPORT ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len);
+
+/**
+ * @brief Look at @p len bytes from @p off as one contiguous run, without
+ *        changing @p z.
+ *
+ * When the bytes lie in one memory segment, @p *out points into it (no copy);
+ * otherwise they are copied into @p scratch (counted) and @p *out is
+ * @p scratch.
+ *
+ * @param scratch  room for @p len bytes; may be NULL if the caller only wants
+ *                 the no-copy case (then `-EAGAIN` when a copy would be needed).
+ * @return 0; `-EINVAL`; `-ERANGE`; `-EAGAIN`; `-EIO`.
+ */
+ZBUF_EXPORT int zbuf_peek(const zbuf_t *z, size_t off, size_t len, void *scratch,
+                          const void **out);
+
+/**
+ * @brief Describe a byte range as an array of `struct iovec` for
+ *        `writev`/`sendmsg`, without copying.
+ *
+ * Fills at most @p iovcnt entries, one per segment touched, stopping early at
+ * a file segment (which has no memory address) or when the array is full.
+ * The iovecs point into the zbuf's buffers and stay valid while @p z keeps
+ * those bytes.
+ *
+ * @param len  bytes, or #ZBUF_TO_END.
+ * @param[out] bytes  if not NULL, receives the number of bytes the filled
+ *                    entries cover (less than asked if stopped early).
+ * @return the number of entries filled (0 for an empty range or a range
+ *         that starts with a file segment); `-EINVAL`; `-ERANGE`.
+ */
+ZBUF_EXPORT int zbuf_iovec(const zbuf_t *z, size_t off, size_t len, struct iovec *iov,
+                           int iovcnt, size_t *bytes);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Rearranging without copying */
+/** @{ */
+
+/**
+ * @brief A new zbuf sharing @p len bytes of @p z from @p off.
+ *
+ * Segments are shared (each buffer gains a reference); no byte is copied
+ * and @p z is not modified.
+ *
+ * @param len  bytes, or #ZBUF_TO_END.
+ * @param[out] out  receives the new zbuf; the caller deletes it.
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_dup(const zbuf_t *z, size_t off, size_t len, zbuf_t **out);
+
+/**
+ * @brief Split @p z at @p off: bytes from @p off on move to a new zbuf.
+ *
+ * The byte at @p off becomes the first byte of @p *tail; @p z keeps the
+ * bytes before it.  @p off may be 0 (everything moves) or the length
+ * (@p *tail is empty).
+ *
+ * @param[out] tail  receives the new zbuf; the caller deletes it.
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_split(zbuf_t *z, size_t off, zbuf_t **tail);
+
+/**
+ * @brief Split off the first @p off bytes of @p z into a new zbuf.
+ *
+ * The complement of zbuf_split(): @p *head receives bytes `0 .. off-1`,
+ * @p z keeps the rest.  This is how a framing layer takes one whole message
+ * off the front of a stream.
+ *
+ * @param[out] head  receives the new zbuf; the caller deletes it.
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_split_head(zbuf_t *z, size_t off, zbuf_t **head);
+
+/**
+ * @brief Delete @p len bytes from @p off.
+ *
+ * Segments that become empty are removed (their buffers released if nobody
+ * else references them, on this thread); a cut strictly inside one segment
+ * splits it in two.
+ *
+ * @param len  bytes, or #ZBUF_TO_END.
+ * @param[out] after  if not NULL, receives the segment holding the first
+ *                    byte after the cut, or NULL if the cut reached the end.
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM` (only when a segment must be
+ *         split in two).
+ */
+ZBUF_EXPORT int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Headroom, tailroom, reserve/commit */
+/** @{ */
+
+/** @brief Writable bytes just before the first byte of @p z without a new
+ *         segment: 0 when the first buffer is shared, enrolled or a file. */
+ZBUF_EXPORT size_t zbuf_headroom(const zbuf_t *z);
+
+/** @brief Writable bytes just after the last byte of @p z without a new
+ *         segment: 0 when the last buffer is shared, enrolled or a file. */
+ZBUF_EXPORT size_t zbuf_tailroom(const zbuf_t *z);
+
+/**
+ * @brief Make @p len new bytes at the front of @p z and return where to write
+ *        them (a protocol header, typically).
+ *
+ * Uses the first segment's headroom when it is writable and large enough;
+ * otherwise adds a new segment in a buffer that keeps
+ * #ZBUF_HEADROOM_DEFAULT bytes of headroom for the next layer.  Existing
+ * bytes are never copied or written.
+ *
+ * @param[out] data  receives the address of the new, uninitialised bytes;
+ *                   valid while @p z holds them.
+ * @return 0; `-EINVAL`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_prepend_space(zbuf_t *z, size_t len, void **data);
+
+/**
+ * @brief Make @p len new contiguous bytes at the end of @p z and return where
+ *        to write them.
+ *
+ * Uses the last segment's tailroom when it is writable and large enough,
+ * otherwise adds a new segment.
+ *
+ * @return 0; `-EINVAL`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_append_space(zbuf_t *z, size_t len, void **data);
+
+/**
+ * @brief Reserve at least @p len writable bytes after the end of @p z, for a
+ *        receive path (`readv` into them, then zbuf_commit()).
+ *
+ * Describes the space as up to two iovecs: the last segment's tailroom, when
+ * writable, then a fresh buffer.  The space is not part of @p z until
+ * committed.  A new reserve replaces the previous one.  Between reserve and
+ * commit only zbuf_commit(), zbuf_delete() and read-only calls may be used on
+ * @p z; any other modifying call drops the reservation.
+ *
+ * @param iov  array of at least 2 entries, filled in.
+ * @param[out] iovcnt  receives the number of entries used (1 or 2).
+ * @return 0; `-EINVAL`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_reserve(zbuf_t *z, size_t len, struct iovec *iov, int *iovcnt);
+
+/**
+ * @brief Append the first @p len bytes of the space reserved by
+ *        zbuf_reserve() to @p z, and drop the reservation.
+ *
+ * @param len  0 .. the reserved size.
+ * @return 0; `-EINVAL` (no reservation, or it was dropped); `-ERANGE`;
+ *         `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_commit(zbuf_t *z, size_t len);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Copying on request: pullup and unshare */
+/** @{ */
+
+/**
+ * @brief Make @p len bytes from @p off contiguous and writable-by-position,
+ *        and return their address.
+ *
+ * When the range already lies in one memory segment nothing changes and no
+ * byte is copied.  Otherwise the range is copied into one new buffer
+ * (counted) which replaces the segments it spanned.
+ *
+ * @param[out] data  receives the address of the first byte.
+ * @return 0; `-EINVAL`; `-ERANGE` (also for an empty range); `-ENOMEM`;
+ *         `-EIO` (file segment unreadable).
+ */
+ZBUF_EXPORT int zbuf_pullup(zbuf_t *z, size_t off, size_t len, void **data);
+
+/**
+ * @brief Whether every byte of the range lies in buffers the library may
+ *        write into (library/pool memory referenced only by @p z's one
+ *        segment).
+ * @return true or false; false for an invalid handle or range.
+ */
+ZBUF_EXPORT bool zbuf_writable(const zbuf_t *z, size_t off, size_t len);
+
+/**
+ * @brief Make a range writable: every segment of it that lies in a shared,
+ *        enrolled or file buffer is replaced by a private copy (counted).
+ *
+ * Afterwards zbuf_writable() holds for the range, and writes through
+ * zbuf_seg_data() are seen by nobody else.
+ *
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`; `-EIO`.
+ */
+ZBUF_EXPORT int zbuf_unshare(zbuf_t *z, size_t off, size_t len);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Segments */
+/** @{ */
+
+/** @brief First segment of @p z, or NULL if empty or invalid. */
+ZBUF_EXPORT zbuf_seg_t *zbuf_seg_first(const zbuf_t *z);
+
+/** @brief Last segment of @p z, or NULL if empty or invalid. */
+ZBUF_EXPORT zbuf_seg_t *zbuf_seg_last(const zbuf_t *z);
+
+/** @brief Segment after @p s, or NULL after the last (or if @p s is not a
+ *         segment of @p z). */
+ZBUF_EXPORT zbuf_seg_t *zbuf_seg_next(const zbuf_t *z, const zbuf_seg_t *s);
+
+/** @brief Segment before @p s, or NULL before the first (or if @p s is not
+ *         a segment of @p z). */
+ZBUF_EXPORT zbuf_seg_t *zbuf_seg_prev(const zbuf_t *z, const zbuf_seg_t *s);
+
+/**
+ * @brief The segment holding byte @p off.
+ * @param[out] seg_off  if not NULL, receives the offset of that byte inside
+ *                      the segment.
+ * @return the segment, or NULL if @p off is not a byte of @p z.
+ */
+ZBUF_EXPORT zbuf_seg_t *zbuf_seg_find(const zbuf_t *z, size_t off, size_t *seg_off);
+
+/** @brief Address of the first byte of @p s; NULL for a file segment or a
+ *         segment not of @p z.  Writable only if zbuf_writable() says so. */
+ZBUF_EXPORT void *zbuf_seg_data(const zbuf_t *z, const zbuf_seg_t *s);
+
+/** @brief Bytes in @p s; 0 if @p s is not a segment of @p z. */
+ZBUF_EXPORT size_t zbuf_seg_length(const zbuf_t *z, const zbuf_seg_t *s);
+
+/** @brief The buffer behind @p s (borrowed: take a reference with
+ *         zbuf_buf_ref() to keep it); NULL if @p s is not of @p z. */
+ZBUF_EXPORT zbuf_buf_t *zbuf_seg_buf(const zbuf_t *z, const zbuf_seg_t *s);
+
+/** @brief Offset of @p s's first byte inside its buffer. */
+ZBUF_EXPORT size_t zbuf_seg_buf_offset(const zbuf_t *z, const zbuf_seg_t *s);
+
+/**
+ * @brief Convert a (segment, relative offset) location to an absolute one.
+ *
+ * @p rel counts bytes from the start of @p seg (NULL: the first segment); it
+ * may be negative (bytes before @p seg) or run past its end.  #ZBUF_REL_BEGIN
+ * and #ZBUF_REL_END mean the start and end of the zbuf whatever @p seg is.
+ *
+ * @param[out] abs  receives the absolute offset, 0 .. length.
+ * @return 0; `-EINVAL` (bad handle or foreign segment); `-ERANGE` (outside).
+ */
+ZBUF_EXPORT int zbuf_locate(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_t *abs);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Checking */
+/** @{ */
+
+/**
+ * @brief Verify every invariant of @p z (see the file comment).
+ *
+ * O(segments).  Debug builds (`-DZBUF_DEBUG=ON`) run it after every
+ * modifying call and abort on failure; tests call it after every step.
+ *
+ * @return 0 when consistent; `-EINVAL` for a bad handle; `-EFAULT` when an
+ *         invariant is broken.
+ */
+ZBUF_EXPORT int zbuf_check(const zbuf_t *z);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZBUF_CORE_H */

@@ -1,0 +1,87 @@
+/**
+ * @file zbuf/cursor.h
+ * @brief Reading integers and bytes across segment boundaries.
+ *
+ * A cursor is a read position in one zbuf.  It is a small struct the caller
+ * owns (usually on the stack); it borrows the zbuf, which must not be
+ * modified while the cursor is in use (any modification invalidates it:
+ * initialise it again).  Reads that do not fit in the bytes that remain fail
+ * with `-ERANGE` and leave the cursor where it was, so a parser can read a
+ * header, find it incomplete, and wait for more bytes.
+ *
+ * @code
+ * zbuf_cursor_t c;
+ * uint32_t len;
+ * zbuf_cursor_init(&c, stream, 0);
+ * if (zbuf_cursor_read_be32(&c, &len) == 0 && zbuf_cursor_remaining(&c) >= len)
+ *     ... a whole frame is there ...
+ * @endcode
+ */
+#ifndef ZBUF_CURSOR_H
+#define ZBUF_CURSOR_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief A read position in a zbuf.  The fields are private: use the
+ *        functions below.
+ */
+typedef struct zbuf_cursor {
+    const zbuf_t *z;       /**< @private the zbuf read */
+    const zbuf_seg_t *seg; /**< @private segment holding the next byte, NULL at the end */
+    size_t seg_off;        /**< @private offset of the next byte inside @c seg */
+    size_t pos;            /**< @private absolute offset of the next byte */
+} zbuf_cursor_t;
+
+/**
+ * @brief Place @p c at byte @p off of @p z (0 .. length).
+ * @return 0; `-EINVAL`; `-ERANGE`.
+ */
+ZBUF_EXPORT int zbuf_cursor_init(zbuf_cursor_t *c, const zbuf_t *z, size_t off);
+
+/** @brief Absolute offset of the next byte. */
+ZBUF_EXPORT size_t zbuf_cursor_offset(const zbuf_cursor_t *c);
+
+/** @brief Bytes between the cursor and the end of the zbuf. */
+ZBUF_EXPORT size_t zbuf_cursor_remaining(const zbuf_cursor_t *c);
+
+/**
+ * @brief Copy the next @p len bytes into @p dst and advance past them.
+ * @return 0; `-ERANGE` if fewer remain (cursor unchanged); `-EIO` for an
+ *         unreadable file segment.
+ */
+ZBUF_EXPORT int zbuf_cursor_read(zbuf_cursor_t *c, void *dst, size_t len);
+
+/** @brief Advance by @p len bytes.  @return 0; `-ERANGE` if fewer remain. */
+ZBUF_EXPORT int zbuf_cursor_skip(zbuf_cursor_t *c, size_t len);
+
+/**
+ * @brief Address of the next @p len bytes if they are contiguous in memory
+ *        (no copy), without advancing.
+ * @return the address; NULL if fewer remain, the bytes span segments, or
+ *         they lie in a file segment.
+ */
+ZBUF_EXPORT const void *zbuf_cursor_peek(const zbuf_cursor_t *c, size_t len);
+
+/** @name Integer reads
+ *  Each reads the next bytes in the named byte order, stores the value in
+ *  @p v and advances; on `-ERANGE` nothing moves and @p v is untouched. */
+/** @{ */
+ZBUF_EXPORT int zbuf_cursor_read_u8(zbuf_cursor_t *c, uint8_t *v);    /**< 1 byte */
+ZBUF_EXPORT int zbuf_cursor_read_be16(zbuf_cursor_t *c, uint16_t *v); /**< big-endian 16 */
+ZBUF_EXPORT int zbuf_cursor_read_le16(zbuf_cursor_t *c, uint16_t *v); /**< little-endian 16 */
+ZBUF_EXPORT int zbuf_cursor_read_be32(zbuf_cursor_t *c, uint32_t *v); /**< big-endian 32 */
+ZBUF_EXPORT int zbuf_cursor_read_le32(zbuf_cursor_t *c, uint32_t *v); /**< little-endian 32 */
+ZBUF_EXPORT int zbuf_cursor_read_be64(zbuf_cursor_t *c, uint64_t *v); /**< big-endian 64 */
+ZBUF_EXPORT int zbuf_cursor_read_le64(zbuf_cursor_t *c, uint64_t *v); /**< little-endian 64 */
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZBUF_CURSOR_H */

@@ -1,0 +1,73 @@
+/**
+ * @file zbuf/pool.h
+ * @brief Fixed-size buffer pools for receive paths.
+ *
+ * A pool owns @c count buffers of @c buf_size bytes, allocated once when the
+ * pool is created (like VxWorks' segment pools and lwIP's PBUF_POOL).  A
+ * receive path takes a buffer with zbuf_pool_get(), fills it, puts the filled
+ * part into a zbuf with zbuf_insert_ref() (or zbuf_append_ref()) and drops
+ * its own handle; when the last segment referring to the buffer goes, the
+ * buffer returns to the pool instead of being freed.
+ *
+ * Pools are thread-safe: buffers may be taken on one thread and come back on
+ * another.
+ */
+#ifndef ZBUF_POOL_H
+#define ZBUF_POOL_H
+
+#include "buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An opaque pool of equal-sized buffers. */
+typedef struct zbuf_pool zbuf_pool_t;
+
+/**
+ * @brief Create a pool of @p count buffers of @p buf_size bytes each.
+ *
+ * @param buf_size  bytes per buffer, 1 or more.
+ * @param count     number of buffers, 1 or more.
+ * @param[out] out  receives the new pool; the caller deletes it with
+ *                  zbuf_pool_delete().
+ * @return 0; `-EINVAL`; `-ENOMEM`; `-EOVERFLOW` if the total size overflows.
+ */
+ZBUF_EXPORT int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out);
+
+/**
+ * @brief Delete a pool.
+ *
+ * Buffers still referenced by zbufs stay valid: the pool's memory is freed
+ * when the last of them comes back.  NULL is a no-op.
+ *
+ * @param p  the pool (consumed): no zbuf_pool_get() may follow.
+ */
+ZBUF_EXPORT void zbuf_pool_delete(zbuf_pool_t *p);
+
+/**
+ * @brief Take a buffer from the pool.
+ *
+ * @param p  the pool.
+ * @param[out] out  receives a new reference to a writable buffer of the
+ *                  pool's buffer size.  Dropping the last reference to it
+ *                  (zbuf_buf_unref(), or deleting the zbufs that hold it)
+ *                  returns it to the pool.
+ * @return 0; `-EINVAL`; `-ENOBUFS` when every buffer is in use.
+ */
+ZBUF_EXPORT int zbuf_pool_get(zbuf_pool_t *p, zbuf_buf_t **out);
+
+/** @brief Bytes per buffer of @p p. */
+ZBUF_EXPORT size_t zbuf_pool_buf_size(const zbuf_pool_t *p);
+
+/** @brief Number of buffers of @p p currently free (a snapshot). */
+ZBUF_EXPORT size_t zbuf_pool_available(const zbuf_pool_t *p);
+
+/** @brief Total number of buffers of @p p. */
+ZBUF_EXPORT size_t zbuf_pool_capacity(const zbuf_pool_t *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZBUF_POOL_H */
