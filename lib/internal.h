@@ -83,6 +83,11 @@ ZBUF__HIDDEN void zbuf__buf_release(struct zbuf_buf *b);
 ZBUF__HIDDEN void zbuf__pool_put(struct zbuf_buf *b);
 /* Allocate a HEAP buffer of `size` bytes with refs == 1. */
 ZBUF__HIDDEN struct zbuf_buf *zbuf__buf_new_heap(size_t size);
+/* Enrol caller memory as a USER buffer with refs == 1 (no argument checks). */
+ZBUF__HIDDEN struct zbuf_buf *zbuf__buf_new_user(void *data, size_t size, zbuf_release_cb cb,
+                                                 void *arg);
+/* Copy `len` bytes from byte `in` of a segment of `b` (memory or file). */
+ZBUF__HIDDEN int zbuf__buf_read(const struct zbuf_buf *b, size_t boff, void *dst, size_t len);
 
 static inline void zbuf__buf_get(struct zbuf_buf *b)
 {

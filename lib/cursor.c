@@ -1,0 +1,199 @@
+/*
+ * Cursors: sequential reads across segment boundaries.  The common case, a
+ * value wholly inside the current segment, is one bounds check and a load;
+ * a value that straddles segments is gathered byte by byte into a small
+ * local array first.  Integer reads never copy into the caller's memory
+ * through the library's copy counter: decoding a header is not a data copy.
+ */
+#include "internal.h"
+
+static void settle(zbuf_cursor_t *c)
+{
+    /* Move past exhausted segments so `seg` holds the next byte, or NULL. */
+    while (c->seg && c->seg_off == c->seg->len) {
+        c->seg = c->seg->next;
+        c->seg_off = 0;
+    }
+}
+
+int zbuf_cursor_init(zbuf_cursor_t *c, const zbuf_t *z, size_t off)
+{
+    if (c == NULL || !zbuf__valid(z))
+        return -EINVAL;
+    if (off > z->len)
+        return -ERANGE;
+    const zbuf_seg_t *s = zbuf_seg_find(z, off, &c->seg_off);
+    c->z = z;
+    c->seg = s;
+    if (s == NULL)
+        c->seg_off = 0;
+    c->pos = off;
+    return 0;
+}
+
+size_t zbuf_cursor_offset(const zbuf_cursor_t *c)
+{
+    return c ? c->pos : 0;
+}
+
+size_t zbuf_cursor_remaining(const zbuf_cursor_t *c)
+{
+    return c && c->z ? c->z->len - c->pos : 0;
+}
+
+/* Copy len bytes without counting (integer decoding) or with (bulk read). */
+static int cursor_read(zbuf_cursor_t *c, void *dst, size_t len)
+{
+    if (c == NULL || c->z == NULL || (dst == NULL && len > 0))
+        return -EINVAL;
+    if (len > c->z->len - c->pos)
+        return -ERANGE;
+    zbuf_cursor_t t = *c;
+    uint8_t *d = dst;
+    size_t left = len;
+    while (left > 0) {
+        const struct zbuf_seg *s = t.seg;
+        size_t n = s->len - t.seg_off;
+        if (n > left)
+            n = left;
+        int rc = zbuf__buf_read(s->buf, s->off + t.seg_off, d, n);
+        if (rc != 0)
+            return rc;
+        d += n;
+        left -= n;
+        t.seg_off += n;
+        settle(&t);
+    }
+    t.pos += len;
+    *c = t;
+    return 0;
+}
+
+int zbuf_cursor_read(zbuf_cursor_t *c, void *dst, size_t len)
+{
+    int rc = cursor_read(c, dst, len);
+    if (rc == 0)
+        zbuf__count_copy(len);
+    return rc;
+}
+
+int zbuf_cursor_skip(zbuf_cursor_t *c, size_t len)
+{
+    if (c == NULL || c->z == NULL)
+        return -EINVAL;
+    if (len > c->z->len - c->pos)
+        return -ERANGE;
+    size_t left = len;
+    while (left > 0) {
+        size_t n = c->seg->len - c->seg_off;
+        if (n > left)
+            n = left;
+        c->seg_off += n;
+        left -= n;
+        settle(c);
+    }
+    c->pos += len;
+    return 0;
+}
+
+const void *zbuf_cursor_peek(const zbuf_cursor_t *c, size_t len)
+{
+    if (c == NULL || c->z == NULL || c->seg == NULL || len > c->z->len - c->pos)
+        return NULL;
+    const struct zbuf_seg *s = c->seg;
+    if (s->buf->kind == ZBUF__BUF_FILE || len > s->len - c->seg_off)
+        return NULL;
+    return zbuf__seg_ptr(s) + c->seg_off;
+}
+
+/* Fetch n <= 8 bytes for an integer: in place when contiguous. */
+static int fetch(zbuf_cursor_t *c, uint8_t *tmp, size_t n, const uint8_t **p)
+{
+    if (c == NULL || c->z == NULL)
+        return -EINVAL;
+    const struct zbuf_seg *s = c->seg;
+    if (s && s->buf->kind != ZBUF__BUF_FILE && n < s->len - c->seg_off) {
+        /* strictly inside: no settle needed afterwards */
+        *p = zbuf__seg_ptr(s) + c->seg_off;
+        c->seg_off += n;
+        c->pos += n;
+        return 0;
+    }
+    int rc = cursor_read(c, tmp, n);
+    *p = tmp;
+    return rc;
+}
+
+#define BE(p, i, sh) ((uint64_t)(p)[i] << (sh))
+
+int zbuf_cursor_read_u8(zbuf_cursor_t *c, uint8_t *v)
+{
+    uint8_t t[1];
+    const uint8_t *p;
+    int rc = fetch(c, t, 1, &p);
+    if (rc == 0)
+        *v = p[0];
+    return rc;
+}
+
+int zbuf_cursor_read_be16(zbuf_cursor_t *c, uint16_t *v)
+{
+    uint8_t t[2];
+    const uint8_t *p;
+    int rc = fetch(c, t, 2, &p);
+    if (rc == 0)
+        *v = (uint16_t)(p[0] << 8 | p[1]);
+    return rc;
+}
+
+int zbuf_cursor_read_le16(zbuf_cursor_t *c, uint16_t *v)
+{
+    uint8_t t[2];
+    const uint8_t *p;
+    int rc = fetch(c, t, 2, &p);
+    if (rc == 0)
+        *v = (uint16_t)(p[1] << 8 | p[0]);
+    return rc;
+}
+
+int zbuf_cursor_read_be32(zbuf_cursor_t *c, uint32_t *v)
+{
+    uint8_t t[4];
+    const uint8_t *p;
+    int rc = fetch(c, t, 4, &p);
+    if (rc == 0)
+        *v = (uint32_t)(BE(p, 0, 24) | BE(p, 1, 16) | BE(p, 2, 8) | BE(p, 3, 0));
+    return rc;
+}
+
+int zbuf_cursor_read_le32(zbuf_cursor_t *c, uint32_t *v)
+{
+    uint8_t t[4];
+    const uint8_t *p;
+    int rc = fetch(c, t, 4, &p);
+    if (rc == 0)
+        *v = (uint32_t)(BE(p, 3, 24) | BE(p, 2, 16) | BE(p, 1, 8) | BE(p, 0, 0));
+    return rc;
+}
+
+int zbuf_cursor_read_be64(zbuf_cursor_t *c, uint64_t *v)
+{
+    uint8_t t[8];
+    const uint8_t *p;
+    int rc = fetch(c, t, 8, &p);
+    if (rc == 0)
+        *v = BE(p, 0, 56) | BE(p, 1, 48) | BE(p, 2, 40) | BE(p, 3, 32) | BE(p, 4, 24) |
+             BE(p, 5, 16) | BE(p, 6, 8) | BE(p, 7, 0);
+    return rc;
+}
+
+int zbuf_cursor_read_le64(zbuf_cursor_t *c, uint64_t *v)
+{
+    uint8_t t[8];
+    const uint8_t *p;
+    int rc = fetch(c, t, 8, &p);
+    if (rc == 0)
+        *v = BE(p, 7, 56) | BE(p, 6, 48) | BE(p, 5, 40) | BE(p, 4, 32) | BE(p, 3, 24) |
+             BE(p, 2, 16) | BE(p, 1, 8) | BE(p, 0, 0);
+    return rc;
+}

@@ -1,0 +1,143 @@
+/*
+ * Fixed-size buffer pools.  One allocation holds the pool header, the
+ * buffer headers and the data (each buffer 64-byte aligned).  A buffer whose
+ * last reference goes is pushed back on the free list.  Deleting a pool with
+ * buffers still out marks it; the last buffer to come back frees it.
+ *
+ * The free list is protected by a mutex: buffers are released on whatever
+ * thread drops the last reference, and an uncontended lock costs less than
+ * getting a lock-free stack right against ABA.
+ */
+#include <pthread.h>
+
+#include "internal.h"
+
+#define POOL_ALIGN 64
+
+struct zbuf_pool {
+    pthread_mutex_t lock;
+    struct zbuf_buf *free;  /* free list through u.pool.next_free */
+    size_t nfree;           /* buffers on the free list */
+    size_t count;           /* buffers in all */
+    size_t buf_size;        /* bytes per buffer */
+    size_t stride;          /* distance between two buffers' data */
+    size_t mem_size;        /* size of this whole allocation */
+    bool deleted;           /* zbuf_pool_delete() called */
+    struct zbuf_buf hdrs[]; /* count headers, then the data area */
+};
+
+static size_t round_up(size_t n, size_t a)
+{
+    return (n + a - 1) / a * a;
+}
+
+int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
+{
+    if (buf_size == 0 || count == 0 || out == NULL)
+        return -EINVAL;
+    size_t stride = round_up(buf_size, POOL_ALIGN);
+    if (stride < buf_size || count > (SIZE_MAX / 2) / stride ||
+        count > (SIZE_MAX / 4) / sizeof(struct zbuf_buf))
+        return -EOVERFLOW;
+    size_t head = round_up(sizeof(struct zbuf_pool) + count * sizeof(struct zbuf_buf), POOL_ALIGN);
+    size_t total = head + count * stride + POOL_ALIGN;
+    struct zbuf_pool *p = zbuf__alloc(total);
+    if (p == NULL)
+        return -ENOMEM;
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        zbuf__free(p, total);
+        return -ENOMEM;
+    }
+    p->count = p->nfree = count;
+    p->buf_size = buf_size;
+    p->stride = stride;
+    p->mem_size = total;
+    p->deleted = false;
+    p->free = NULL;
+    uint8_t *data = (uint8_t *)round_up((uintptr_t)p + head, POOL_ALIGN);
+    for (size_t i = count; i-- > 0;) {
+        struct zbuf_buf *b = &p->hdrs[i];
+        atomic_init(&b->refs, 0);
+        b->kind = ZBUF__BUF_POOL;
+        b->base = data + i * stride;
+        b->size = buf_size;
+        b->u.pool.pool = p;
+        b->u.pool.next_free = p->free;
+        p->free = b;
+    }
+    ZBUF__COUNT(pools, 1);
+    *out = p;
+    return 0;
+}
+
+static void pool_free(struct zbuf_pool *p)
+{
+    pthread_mutex_destroy(&p->lock);
+    ZBUF__COUNT(pools, -1);
+    zbuf__free(p, p->mem_size);
+}
+
+void zbuf_pool_delete(zbuf_pool_t *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->deleted = true;
+    bool all_home = p->nfree == p->count;
+    pthread_mutex_unlock(&p->lock);
+    if (all_home)
+        pool_free(p);
+}
+
+int zbuf_pool_get(zbuf_pool_t *p, zbuf_buf_t **out)
+{
+    if (p == NULL || out == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&p->lock);
+    struct zbuf_buf *b = p->deleted ? NULL : p->free;
+    if (b) {
+        p->free = b->u.pool.next_free;
+        p->nfree--;
+    }
+    bool deleted = p->deleted;
+    pthread_mutex_unlock(&p->lock);
+    if (b == NULL)
+        return deleted ? -EINVAL : -ENOBUFS;
+    atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+    ZBUF__COUNT(bufs, 1);
+    *out = b;
+    return 0;
+}
+
+void zbuf__pool_put(struct zbuf_buf *b)
+{
+    struct zbuf_pool *p = b->u.pool.pool;
+    pthread_mutex_lock(&p->lock);
+    b->u.pool.next_free = p->free;
+    p->free = b;
+    p->nfree++;
+    bool done = p->deleted && p->nfree == p->count;
+    pthread_mutex_unlock(&p->lock);
+    if (done)
+        pool_free(p);
+}
+
+size_t zbuf_pool_buf_size(const zbuf_pool_t *p)
+{
+    return p ? p->buf_size : 0;
+}
+
+size_t zbuf_pool_available(const zbuf_pool_t *p)
+{
+    if (p == NULL)
+        return 0;
+    pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+    size_t n = p->nfree;
+    pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+    return n;
+}
+
+size_t zbuf_pool_capacity(const zbuf_pool_t *p)
+{
+    return p ? p->count : 0;
+}
