@@ -34,22 +34,11 @@ static void je_init(void)
 }
 #endif
 
-/* Per-thread state: descriptor caches and (with jemalloc) the tcache id. */
-struct tstate {
-    struct zbuf_seg *segs;  /* free list through ->next */
-    struct zbuf *hdrs;      /* free list through ->head */
-    unsigned nsegs;
-    unsigned nhdrs;
-    unsigned gen;           /* allocator generation the entries belong to */
-    bool registered;        /* thread-exit destructor armed */
-    zbuf_allocator_t alloc; /* allocator the cached entries came from */
-#ifdef ZBUF_HAVE_JEMALLOC
-    unsigned je_tcache;     /* explicit tcache id + 1; 0: none yet */
-    bool je_tcache_failed;
-#endif
-};
+__thread struct zbuf__tstate zbuf__ts __attribute__((tls_model("initial-exec")));
+_Atomic unsigned zbuf__gen = 1;
 
-static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
+/* Short name inside this file. */
+#define ts zbuf__ts
 
 #ifdef ZBUF_HAVE_JEMALLOC
 static int je_tcache_flags(void)
@@ -118,7 +107,6 @@ const char *zbuf_default_allocator_name(void)
 
 static const zbuf_allocator_t default_allocator = {default_alloc, default_free, NULL};
 static zbuf_allocator_t g_alloc = {default_alloc, default_free, NULL};
-static _Atomic unsigned g_gen = 1;
 static _Atomic bool g_cache_on = true;
 
 void *zbuf__alloc(size_t size)
@@ -132,110 +120,125 @@ void zbuf__free(void *p, size_t size)
     g_alloc.free(g_alloc.ctx, p, size);
 }
 
-/* ---------------------------------------------------------------- caches */
+/* ------------------------------------------------------ per-thread state */
 
-/* Bound per thread: enough for bursts of dup/split, small enough not to hoard. */
-#define CACHE_MAX 256
+static pthread_key_t ts_key;
+static pthread_once_t ts_key_once = PTHREAD_ONCE_INIT;
 
-static pthread_key_t cache_key;
-static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
-
+/* Give every cached descriptor back to the allocator it came from. */
 static void cache_drain(void)
 {
+    int64_t n = 0;
     while (ts.segs) {
         struct zbuf_seg *s = ts.segs;
         ts.segs = s->next;
         ts.alloc.free(ts.alloc.ctx, s, sizeof *s);
+        n++;
     }
+    ZBUF__ADD(ts.ctr.seg_del, n);
+    ZBUF__ADD(ts.ctr.seg_cached, -n);
+    n = 0;
     while (ts.hdrs) {
         struct zbuf *z = ts.hdrs;
         ts.hdrs = (struct zbuf *)z->head;
         ts.alloc.free(ts.alloc.ctx, z, sizeof *z);
+        n++;
     }
-    ts.nsegs = ts.nhdrs = 0;
+    ZBUF__ADD(ts.ctr.hdr_del, n);
+    ZBUF__ADD(ts.ctr.hdr_cached, -n);
 }
 
-static void cache_thread_exit(void *unused)
+static void ts_thread_exit(void *unused)
 {
     (void)unused;
     cache_drain();
     je_thread_exit();
+    ts.gen = 0; /* a later use on this thread starts over */
+    ts.registered = false;
+    zbuf__ts_unregister(&ts);
 }
 
-static void cache_key_init(void)
+static void ts_key_init(void)
 {
-    if (pthread_key_create(&cache_key, cache_thread_exit) != 0)
+    if (pthread_key_create(&ts_key, ts_thread_exit) != 0)
         abort(); /* out of thread keys at start-up: nothing sane to do */
 }
 
-/* Ready the calling thread's cache for the current allocator.  Returns
- * false when caching is off (the caller then uses the allocator directly). */
-static bool cache_ready(void)
+void zbuf__ts_init(void)
 {
-    unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
-    if (ZBUF__LIKELY(ts.gen == gen))
-        return atomic_load_explicit(&g_cache_on, memory_order_relaxed);
+    if (ts.registered)
+        return;
+    pthread_once(&ts_key_once, ts_key_init);
+    ts.registered = true;
+    zbuf__ts_register(&ts);
+    pthread_setspecific(ts_key, &ts);
+}
+
+/* Bring the calling thread's caches to the current generation. */
+static void cache_sync(void)
+{
+    zbuf__ts_init();
+    unsigned gen = atomic_load_explicit(&zbuf__gen, memory_order_acquire);
+    if (ts.gen == gen)
+        return;
     cache_drain(); /* entries of an older allocator go back to it */
     ts.gen = gen;
     ts.alloc = g_alloc;
-    if (!ts.registered) {
-        pthread_once(&cache_key_once, cache_key_init);
-        pthread_setspecific(cache_key, &ts);
-        ts.registered = true;
-    }
-    return atomic_load_explicit(&g_cache_on, memory_order_relaxed);
+    ts.cache_on = atomic_load_explicit(&g_cache_on, memory_order_relaxed);
 }
 
-struct zbuf_seg *zbuf__seg_alloc(void)
+struct zbuf_seg *zbuf__seg_alloc_slow(void)
 {
-    struct zbuf_seg *s;
-    if (cache_ready() && (s = ts.segs) != NULL) {
+    cache_sync();
+    struct zbuf_seg *s = ts.segs;
+    if (s != NULL) {
         ts.segs = s->next;
-        ts.nsegs--;
-    } else if ((s = zbuf__alloc(sizeof *s)) == NULL) {
-        return NULL;
+        ZBUF__ADD(ts.ctr.seg_cached, -1);
+        return s;
     }
-    ZBUF__COUNT(segs, 1);
+    if ((s = zbuf__alloc(sizeof *s)) != NULL)
+        ZBUF__ADD(ts.ctr.seg_new, 1);
     return s;
 }
 
-void zbuf__seg_free(struct zbuf_seg *s)
+void zbuf__seg_free_slow(struct zbuf_seg *s)
 {
-    ZBUF__COUNT(segs, -1);
-    s->owner = NULL; /* a stale handle no longer matches any zbuf */
-    if (cache_ready() && ts.nsegs < CACHE_MAX) {
+    cache_sync();
+    if (ts.cache_on && ZBUF__LOAD(ts.ctr.seg_cached) < ZBUF__CACHE_MAX) {
         s->next = ts.segs;
         ts.segs = s;
-        ts.nsegs++;
-    } else {
-        zbuf__free(s, sizeof *s);
+        ZBUF__ADD(ts.ctr.seg_cached, 1);
+        return;
     }
+    zbuf__free(s, sizeof *s);
+    ZBUF__ADD(ts.ctr.seg_del, 1);
 }
 
-struct zbuf *zbuf__hdr_alloc(void)
+struct zbuf *zbuf__hdr_alloc_slow(void)
 {
-    struct zbuf *z;
-    if (cache_ready() && (z = ts.hdrs) != NULL) {
+    cache_sync();
+    struct zbuf *z = ts.hdrs;
+    if (z != NULL) {
         ts.hdrs = (struct zbuf *)z->head;
-        ts.nhdrs--;
-    } else if ((z = zbuf__alloc(sizeof *z)) == NULL) {
-        return NULL;
+        ZBUF__ADD(ts.ctr.hdr_cached, -1);
+        return z;
     }
-    ZBUF__COUNT(zbufs, 1);
+    if ((z = zbuf__alloc(sizeof *z)) != NULL)
+        ZBUF__ADD(ts.ctr.hdr_new, 1);
     return z;
 }
 
-void zbuf__hdr_free(struct zbuf *z)
+void zbuf__hdr_free_slow(struct zbuf *z)
 {
-    ZBUF__COUNT(zbufs, -1);
-    z->magic = 0;
-    if (cache_ready() && ts.nhdrs < CACHE_MAX) {
+    cache_sync();
+    if (ts.cache_on && ZBUF__LOAD(ts.ctr.hdr_cached) < ZBUF__CACHE_MAX) {
         z->head = (struct zbuf_seg *)ts.hdrs;
         ts.hdrs = z;
-        ts.nhdrs++;
-    } else {
-        zbuf__free(z, sizeof *z);
+        ZBUF__ADD(ts.ctr.hdr_cached, 1);
+        return;
     }
+    zbuf__free(z, sizeof *z);
+    ZBUF__ADD(ts.ctr.hdr_del, 1);
 }
 
 void zbuf_thread_cache_flush(void)
@@ -247,6 +250,7 @@ void zbuf__cache_set_enabled(bool on)
 {
     cache_drain();
     atomic_store_explicit(&g_cache_on, on, memory_order_relaxed);
+    atomic_fetch_add_explicit(&zbuf__gen, 1, memory_order_release);
 }
 
 int zbuf_set_allocator(const zbuf_allocator_t *a)
@@ -257,6 +261,6 @@ int zbuf_set_allocator(const zbuf_allocator_t *a)
         return -EBUSY;
     cache_drain();
     g_alloc = a ? *a : default_allocator;
-    atomic_fetch_add_explicit(&g_gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(&zbuf__gen, 1, memory_order_release);
     return 0;
 }

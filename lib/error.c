@@ -3,6 +3,9 @@
  * (see zbuf/common.h); these names say what each one means *here*, which is
  * more useful to a reader than the C library's generic text.
  */
+#define _GNU_SOURCE /* strerrordesc_np */
+#include <limits.h>
+
 #include "internal.h"
 
 unsigned zbuf_version(void)
@@ -12,6 +15,8 @@ unsigned zbuf_version(void)
 
 const char *zbuf_strerror(int err)
 {
+    if (err == INT_MIN)
+        return "unknown error";
     if (err < 0)
         err = -err;
     switch (err) {
@@ -47,7 +52,11 @@ const char *zbuf_strerror(int err)
         return "timed out";
     case EPROTO:
         return "protocol error (malformed input)";
-    default:
-        return strerror(err);
+    default: {
+        /* strerror() may format into a shared buffer; the description table
+         * is static and thread-safe. */
+        const char *d = strerrordesc_np(err);
+        return d ? d : "unknown error";
+    }
     }
 }

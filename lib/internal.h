@@ -157,57 +157,143 @@ static inline bool zbuf__seg_of(const struct zbuf *z, const struct zbuf_seg *s)
     return s != NULL && s->owner == z;
 }
 
-/* ------------------------------------------------------ memory and caches */
+/* ---------------------------------------------- per-thread state, counters */
 
-ZBUF__HIDDEN void *zbuf__alloc(size_t size);
-ZBUF__HIDDEN void zbuf__free(void *p, size_t size);
-ZBUF__HIDDEN struct zbuf_seg *zbuf__seg_alloc(void);
-ZBUF__HIDDEN void zbuf__seg_free(struct zbuf_seg *s);
-ZBUF__HIDDEN struct zbuf *zbuf__hdr_alloc(void);
-ZBUF__HIDDEN void zbuf__hdr_free(struct zbuf *z);
-
-/* Test hook: with false, descriptors bypass the per-thread caches so that
- * every allocation reaches the allocator (fault-injection tests).  Flushes
- * the calling thread's cache. */
-ZBUF__HIDDEN void zbuf__cache_set_enabled(bool on);
-
-/* ---------------------------------------------------------------- counters */
-
+/* Counters of one thread.  Only the owning thread writes them (a relaxed
+ * load and store, no read-modify-write); zbuf_stats_get() reads every
+ * thread's.  Live segments and zbufs are not counted per operation: they are
+ * derived as (taken from the allocator) - (given back) - (sitting in caches),
+ * so the cached fast path updates nothing but its cache length. */
 struct zbuf__counters {
     _Atomic uint64_t bytes_copied;
     _Atomic uint64_t copies;
     _Atomic uint64_t allocs;
-    _Atomic int64_t zbufs;
-    _Atomic int64_t segs;
-    _Atomic int64_t bufs;
-    _Atomic int64_t pools;
+    _Atomic int64_t seg_new;    /* segment descriptors from the allocator */
+    _Atomic int64_t seg_del;    /* ... given back to it */
+    _Atomic int64_t seg_cached; /* ... in this thread's cache */
+    _Atomic int64_t hdr_new;    /* the same for zbuf headers */
+    _Atomic int64_t hdr_del;
+    _Atomic int64_t hdr_cached;
+    _Atomic int64_t bufs;       /* buffers created - released */
+    _Atomic int64_t pools;      /* pools created - freed */
 };
 
-/* The calling thread's counter block (registered on first use). */
-ZBUF__HIDDEN struct zbuf__counters *zbuf__ctr_slow(void);
-extern __thread struct zbuf__counters *zbuf__ctr_tls __attribute__((tls_model("initial-exec")));
+/* Everything libzbuf keeps per thread. */
+struct zbuf__tstate {
+    struct zbuf_seg *segs;  /* descriptor cache, through ->next */
+    struct zbuf *hdrs;      /* header cache, through ->head */
+    unsigned gen;           /* allocator generation the caches belong to */
+    bool cache_on;          /* caching allowed in this generation */
+    bool registered;        /* counters registered, exit destructor armed */
+    zbuf_allocator_t alloc; /* allocator the cached entries came from */
+    unsigned je_tcache;     /* jemalloc explicit tcache id + 1; 0: none */
+    bool je_tcache_failed;
+    struct zbuf__counters ctr;
+    struct zbuf__tstate *reg_next, *reg_prev; /* registry links (stats.c) */
+};
 
-static inline struct zbuf__counters *zbuf__ctr(void)
-{
-    struct zbuf__counters *c = zbuf__ctr_tls;
-    return ZBUF__LIKELY(c != NULL) ? c : zbuf__ctr_slow();
-}
+extern __thread struct zbuf__tstate zbuf__ts __attribute__((tls_model("initial-exec")));
+/* Bumped by zbuf_set_allocator() and the cache switch: caches of an older
+ * generation are drained on their thread's next slow path. */
+extern _Atomic unsigned zbuf__gen;
 
-/* Only this thread writes its block: a relaxed load+store, no RMW. */
+ZBUF__HIDDEN void zbuf__ts_init(void);          /* register this thread (alloc.c) */
+ZBUF__HIDDEN void zbuf__ts_register(struct zbuf__tstate *t);   /* stats.c */
+ZBUF__HIDDEN void zbuf__ts_unregister(struct zbuf__tstate *t); /* stats.c */
+
+#define ZBUF__LOAD(f) atomic_load_explicit(&(f), memory_order_relaxed)
+#define ZBUF__ADD(f, d) atomic_store_explicit(&(f), ZBUF__LOAD(f) + (d), memory_order_relaxed)
+
+/* Count into this thread's block. */
 #define ZBUF__COUNT(field, delta)                                                       \
     do {                                                                                \
-        struct zbuf__counters *c_ = zbuf__ctr();                                        \
-        atomic_store_explicit(&c_->field,                                               \
-                              atomic_load_explicit(&c_->field, memory_order_relaxed) +  \
-                                  (delta),                                              \
-                              memory_order_relaxed);                                    \
+        if (ZBUF__UNLIKELY(!zbuf__ts.registered))                                       \
+            zbuf__ts_init();                                                            \
+        ZBUF__ADD(zbuf__ts.ctr.field, (delta));                                         \
     } while (0)
 
 static inline void zbuf__count_copy(size_t n)
 {
     ZBUF__COUNT(bytes_copied, n);
-    ZBUF__COUNT(copies, 1);
+    ZBUF__ADD(zbuf__ts.ctr.copies, 1);
 }
+
+/* ------------------------------------------------------ memory and caches */
+
+ZBUF__HIDDEN void *zbuf__alloc(size_t size);
+ZBUF__HIDDEN void zbuf__free(void *p, size_t size);
+ZBUF__HIDDEN struct zbuf_seg *zbuf__seg_alloc_slow(void);
+ZBUF__HIDDEN void zbuf__seg_free_slow(struct zbuf_seg *s);
+ZBUF__HIDDEN struct zbuf *zbuf__hdr_alloc_slow(void);
+ZBUF__HIDDEN void zbuf__hdr_free_slow(struct zbuf *z);
+
+/* Bound of each per-thread cache: enough for bursts of dup/split, small
+ * enough not to hoard memory. */
+#define ZBUF__CACHE_MAX 256
+
+static inline bool zbuf__cache_current(const struct zbuf__tstate *t)
+{
+    return t->gen == atomic_load_explicit(&zbuf__gen, memory_order_relaxed);
+}
+
+/* The fast paths below are a cache pop or push; everything else (first use
+ * of a thread, a new allocator, an empty or full cache) is out of line. */
+static inline struct zbuf_seg *zbuf__seg_alloc(void)
+{
+    struct zbuf__tstate *t = &zbuf__ts;
+    struct zbuf_seg *s = t->segs;
+    if (ZBUF__LIKELY(s != NULL && zbuf__cache_current(t))) {
+        t->segs = s->next;
+        ZBUF__ADD(t->ctr.seg_cached, -1);
+        return s;
+    }
+    return zbuf__seg_alloc_slow();
+}
+
+static inline void zbuf__seg_free(struct zbuf_seg *s)
+{
+    struct zbuf__tstate *t = &zbuf__ts;
+    s->owner = NULL; /* a stale handle no longer matches any zbuf */
+    if (ZBUF__LIKELY(t->cache_on && zbuf__cache_current(t) &&
+                     ZBUF__LOAD(t->ctr.seg_cached) < ZBUF__CACHE_MAX)) {
+        s->next = t->segs;
+        t->segs = s;
+        ZBUF__ADD(t->ctr.seg_cached, 1);
+        return;
+    }
+    zbuf__seg_free_slow(s);
+}
+
+static inline struct zbuf *zbuf__hdr_alloc(void)
+{
+    struct zbuf__tstate *t = &zbuf__ts;
+    struct zbuf *z = t->hdrs;
+    if (ZBUF__LIKELY(z != NULL && zbuf__cache_current(t))) {
+        t->hdrs = (struct zbuf *)z->head;
+        ZBUF__ADD(t->ctr.hdr_cached, -1);
+        return z;
+    }
+    return zbuf__hdr_alloc_slow();
+}
+
+static inline void zbuf__hdr_free(struct zbuf *z)
+{
+    struct zbuf__tstate *t = &zbuf__ts;
+    z->magic = 0;
+    if (ZBUF__LIKELY(t->cache_on && zbuf__cache_current(t) &&
+                     ZBUF__LOAD(t->ctr.hdr_cached) < ZBUF__CACHE_MAX)) {
+        z->head = (struct zbuf_seg *)t->hdrs;
+        t->hdrs = z;
+        ZBUF__ADD(t->ctr.hdr_cached, 1);
+        return;
+    }
+    zbuf__hdr_free_slow(z);
+}
+
+/* Test hook: with false, descriptors bypass the per-thread caches so that
+ * every allocation reaches the allocator (fault-injection tests).  Flushes
+ * the calling thread's cache. */
+ZBUF__HIDDEN void zbuf__cache_set_enabled(bool on);
 
 /* Do we have live objects (zbuf_set_allocator refuses then)? */
 ZBUF__HIDDEN bool zbuf__anything_live(void);

@@ -1,90 +1,81 @@
 /*
- * Counters.  Each thread counts into a block of its own, registered in a
- * global list on first use, so counting is a plain load and store with no
- * shared cache line.  zbuf_stats_get() adds the blocks up; a thread that exits
- * folds its block into the `retired` totals first.
+ * Counters.  Each thread counts into the block inside its own thread state
+ * (internal.h), registered here on first use, so counting never touches a
+ * shared cache line.  zbuf_stats_get() adds the blocks up; a thread that
+ * exits folds its block into the `retired` totals first.
  */
 #include <pthread.h>
 
 #include "internal.h"
 
-__thread struct zbuf__counters *zbuf__ctr_tls __attribute__((tls_model("initial-exec")));
-
-struct ctr_node {
-    struct zbuf__counters c; /* first: zbuf__ctr_tls points here */
-    struct ctr_node *next;
-    struct ctr_node *prev;
-};
-
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ctr_node *reg_head;   /* live threads' blocks, under reg_lock */
-static zbuf_stats_t retired;        /* exited threads' totals, under reg_lock */
-static pthread_key_t ctr_key;
-static pthread_once_t ctr_key_once = PTHREAD_ONCE_INIT;
+static struct zbuf__tstate *reg_head; /* live threads, under reg_lock */
+static struct {                       /* exited threads, under reg_lock */
+    uint64_t bytes_copied, copies, allocs;
+    int64_t segs, zbufs, bufs, pools;
+} retired;
 
-#define LOAD(f) atomic_load_explicit(&(f), memory_order_relaxed)
+#define L ZBUF__LOAD
 
-static void add_block(zbuf_stats_t *st, struct zbuf__counters *c)
+static void fold(zbuf_stats_t *st, struct zbuf__counters *c)
 {
-    st->bytes_copied += LOAD(c->bytes_copied);
-    st->copies += LOAD(c->copies);
-    st->allocs += LOAD(c->allocs);
-    st->live_zbufs += LOAD(c->zbufs);
-    st->live_segs += LOAD(c->segs);
-    st->live_bufs += LOAD(c->bufs);
-    st->live_pools += LOAD(c->pools);
+    st->bytes_copied += L(c->bytes_copied);
+    st->copies += L(c->copies);
+    st->allocs += L(c->allocs);
+    st->live_segs += L(c->seg_new) - L(c->seg_del) - L(c->seg_cached);
+    st->live_zbufs += L(c->hdr_new) - L(c->hdr_del) - L(c->hdr_cached);
+    st->live_bufs += L(c->bufs);
+    st->live_pools += L(c->pools);
 }
 
-static void ctr_thread_exit(void *p)
+void zbuf__ts_register(struct zbuf__tstate *t)
 {
-    struct ctr_node *n = p;
     pthread_mutex_lock(&reg_lock);
-    add_block(&retired, &n->c);
-    if (n->prev)
-        n->prev->next = n->next;
-    else
-        reg_head = n->next;
-    if (n->next)
-        n->next->prev = n->prev;
-    pthread_mutex_unlock(&reg_lock);
-    zbuf__ctr_tls = NULL;
-    free(n); /* counters live outside the zbuf allocator: they outlast it */
-}
-
-static void ctr_key_init(void)
-{
-    if (pthread_key_create(&ctr_key, ctr_thread_exit) != 0)
-        abort(); /* only when the process is out of keys: nothing sane to do */
-}
-
-struct zbuf__counters *zbuf__ctr_slow(void)
-{
-    struct ctr_node *n = calloc(1, sizeof *n);
-    if (n == NULL) {
-        /* Counting must not fail a data path; fold into a shared block. */
-        static struct zbuf__counters overflow;
-        return &overflow;
-    }
-    pthread_once(&ctr_key_once, ctr_key_init);
-    pthread_mutex_lock(&reg_lock);
-    n->next = reg_head;
+    t->reg_prev = NULL;
+    t->reg_next = reg_head;
     if (reg_head)
-        reg_head->prev = n;
-    reg_head = n;
+        reg_head->reg_prev = t;
+    reg_head = t;
     pthread_mutex_unlock(&reg_lock);
-    pthread_setspecific(ctr_key, n);
-    zbuf__ctr_tls = &n->c;
-    return &n->c;
+}
+
+void zbuf__ts_unregister(struct zbuf__tstate *t)
+{
+    zbuf_stats_t st = {0};
+    pthread_mutex_lock(&reg_lock);
+    fold(&st, &t->ctr);
+    retired.bytes_copied += st.bytes_copied;
+    retired.copies += st.copies;
+    retired.allocs += st.allocs;
+    retired.segs += st.live_segs;
+    retired.zbufs += st.live_zbufs;
+    retired.bufs += st.live_bufs;
+    retired.pools += st.live_pools;
+    if (t->reg_prev)
+        t->reg_prev->reg_next = t->reg_next;
+    else
+        reg_head = t->reg_next;
+    if (t->reg_next)
+        t->reg_next->reg_prev = t->reg_prev;
+    pthread_mutex_unlock(&reg_lock);
+    memset(&t->ctr, 0, sizeof t->ctr); /* folded: a later use starts from zero */
 }
 
 void zbuf_stats_get(zbuf_stats_t *st)
 {
     if (st == NULL)
         return;
+    memset(st, 0, sizeof *st);
     pthread_mutex_lock(&reg_lock);
-    *st = retired;
-    for (struct ctr_node *n = reg_head; n; n = n->next)
-        add_block(st, &n->c);
+    st->bytes_copied = retired.bytes_copied;
+    st->copies = retired.copies;
+    st->allocs = retired.allocs;
+    st->live_segs = retired.segs;
+    st->live_zbufs = retired.zbufs;
+    st->live_bufs = retired.bufs;
+    st->live_pools = retired.pools;
+    for (struct zbuf__tstate *t = reg_head; t; t = t->reg_next)
+        fold(st, &t->ctr);
     pthread_mutex_unlock(&reg_lock);
 }
 

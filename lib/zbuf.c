@@ -214,15 +214,23 @@ static void rsv_drop(struct zbuf *z)
 
 /* ------------------------------------------------------------ life cycle */
 
+static struct zbuf *hdr_new(void)
+{
+    struct zbuf *z = zbuf__hdr_alloc();
+    if (z != NULL) {
+        memset(z, 0, sizeof *z);
+        z->magic = ZBUF__MAGIC;
+    }
+    return z;
+}
+
 int zbuf_create(zbuf_t **out)
 {
     if (out == NULL)
         return -EINVAL;
-    struct zbuf *z = zbuf__hdr_alloc();
+    struct zbuf *z = hdr_new();
     if (z == NULL)
         return -ENOMEM;
-    memset(z, 0, sizeof *z);
-    z->magic = ZBUF__MAGIC;
     *out = z;
     return 0;
 }
@@ -440,8 +448,8 @@ int zbuf_dup(const zbuf_t *z, size_t off, size_t len, zbuf_t **out)
         return -EINVAL;
     if (check_range(z, off, &len) != 0)
         return -ERANGE;
-    zbuf_t *d;
-    if (zbuf_create(&d) != 0)
+    struct zbuf *d = hdr_new();
+    if (d == NULL)
         return -ENOMEM;
     struct pos p = find(z, off);
     for (struct zbuf_seg *s = p.seg; len > 0; s = s->next) {
@@ -470,8 +478,8 @@ static int split(zbuf_t *z, size_t off, zbuf_t **out, bool tail_side)
         return -EINVAL;
     if (off > z->len)
         return -ERANGE;
-    zbuf_t *n;
-    if (zbuf_create(&n) != 0)
+    struct zbuf *n = hdr_new();
+    if (n == NULL)
         return -ENOMEM;
     struct pos p = find(z, off);
     struct zbuf_seg *spare;
