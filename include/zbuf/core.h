@@ -47,8 +47,12 @@ extern "C" {
 /** An opaque zbuf handle. */
 typedef struct zbuf zbuf_t;
 
-/** An opaque handle of one segment of one zbuf; valid until that segment is
- *  removed, split or moved to another zbuf. */
+/** An opaque handle of one segment of one zbuf.  Valid until that segment
+ *  is removed (cut, pullup, delete) or moved to another zbuf (insert, split);
+ *  a split inside it keeps the handle for the first part.  Passing a handle
+ *  of another zbuf is detected (`-EINVAL` / NULL); a handle of a removed
+ *  segment is detected only while its descriptor is not reused, so do not
+ *  rely on it. */
 typedef struct zbuf_seg zbuf_seg_t;
 
 /** For zbuf_locate(): the start of the zbuf, whatever the segment. */
@@ -133,7 +137,7 @@ ZBUF_EXPORT int zbuf_insert_ref(zbuf_t *z, size_t off, zbuf_buf_t *b, size_t bof
  * zbuf_stats_t::bytes_copied); @p data is only borrowed for the call.
  *
  * @param[out] seg  if not NULL, receives the new segment.
- * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ * @return 0; `-EINVAL` (also for @p len 0); `-ERANGE`; `-ENOMEM`.
  */
 ZBUF_EXPORT int zbuf_insert_copy(zbuf_t *z, size_t off, const void *data, size_t len,
                                  zbuf_seg_t **seg);
@@ -195,7 +199,8 @@ static inline int zbuf_append(zbuf_t *dst, zbuf_t *src)
  * @param len  bytes, or #ZBUF_TO_END; a longer count than remains is an error
  *             (the VxWorks layer clamps instead).
  * @return bytes copied (counted as a copy); `-EINVAL`; `-ERANGE`; `-EIO`
- *         if reading a file segment failed.
+ *         if reading a file segment failed; `-EOVERFLOW` if @p len does not
+ *         fit the return type (only possible with huge file segments).
  */
 ZBUF_EXPORT ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len);
 
@@ -294,11 +299,14 @@ ZBUF_EXPORT int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after);
 /** @{ */
 
 /** @brief Writable bytes just before the first byte of @p z without a new
- *         segment: 0 when the first buffer is shared, enrolled or a file. */
+ *         segment: 0 when the first buffer is shared, enrolled or a file,
+ *         and for an empty, NULL or deleted zbuf. */
 ZBUF_EXPORT size_t zbuf_headroom(const zbuf_t *z);
 
 /** @brief Writable bytes just after the last byte of @p z without a new
- *         segment: 0 when the last buffer is shared, enrolled or a file. */
+ *         segment: 0 when the last buffer is shared, enrolled or a file,
+ *         while a zbuf_reserve() is pending, and for an empty, NULL or
+ *         deleted zbuf. */
 ZBUF_EXPORT size_t zbuf_tailroom(const zbuf_t *z);
 
 /**
@@ -312,7 +320,7 @@ ZBUF_EXPORT size_t zbuf_tailroom(const zbuf_t *z);
  *
  * @param[out] data  receives the address of the new, uninitialised bytes;
  *                   valid while @p z holds them.
- * @return 0; `-EINVAL`; `-ENOMEM`.
+ * @return 0; `-EINVAL` (also for @p len 0); `-ENOMEM`.
  */
 ZBUF_EXPORT int zbuf_prepend_space(zbuf_t *z, size_t len, void **data);
 
@@ -323,7 +331,7 @@ ZBUF_EXPORT int zbuf_prepend_space(zbuf_t *z, size_t len, void **data);
  * Uses the last segment's tailroom when it is writable and large enough,
  * otherwise adds a new segment.
  *
- * @return 0; `-EINVAL`; `-ENOMEM`.
+ * @return 0; `-EINVAL` (also for @p len 0); `-ENOMEM`.
  */
 ZBUF_EXPORT int zbuf_append_space(zbuf_t *z, size_t len, void **data);
 
@@ -339,7 +347,7 @@ ZBUF_EXPORT int zbuf_append_space(zbuf_t *z, size_t len, void **data);
  *
  * @param iov  array of at least 2 entries, filled in.
  * @param[out] iovcnt  receives the number of entries used (1 or 2).
- * @return 0; `-EINVAL`; `-ENOMEM`.
+ * @return 0; `-EINVAL` (also for @p len 0); `-ENOMEM`.
  */
 ZBUF_EXPORT int zbuf_reserve(zbuf_t *z, size_t len, struct iovec *iov, int *iovcnt);
 
@@ -376,7 +384,8 @@ ZBUF_EXPORT int zbuf_pullup(zbuf_t *z, size_t off, size_t len, void **data);
  * @brief Whether every byte of the range lies in buffers the library may
  *        write into (library/pool memory referenced only by @p z's one
  *        segment).
- * @return true or false; false for an invalid handle or range.
+ * @return true or false; false for a NULL or deleted zbuf or a range
+ *         outside it; true for an empty range.
  */
 ZBUF_EXPORT bool zbuf_writable(const zbuf_t *z, size_t off, size_t len);
 
@@ -385,7 +394,8 @@ ZBUF_EXPORT bool zbuf_writable(const zbuf_t *z, size_t off, size_t len);
  *        enrolled or file buffer is replaced by a private copy (counted).
  *
  * Afterwards zbuf_writable() holds for the range, and writes through
- * zbuf_seg_data() are seen by nobody else.
+ * zbuf_seg_data() are seen by nobody else.  An empty range, or one already
+ * writable, is a successful no-op.
  *
  * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`; `-EIO`.
  */

@@ -53,7 +53,8 @@ ZBUF_EXPORT void zbuf_pool_delete(zbuf_pool_t *p);
  *                  pool's buffer size.  Dropping the last reference to it
  *                  (zbuf_buf_unref(), or deleting the zbufs that hold it)
  *                  returns it to the pool.
- * @return 0; `-EINVAL`; `-ENOBUFS` when every buffer is in use.
+ * @return 0; `-EINVAL` (also after zbuf_pool_delete()); `-ENOBUFS` when
+ *         every buffer is in use.
  */
 ZBUF_EXPORT int zbuf_pool_get(zbuf_pool_t *p, zbuf_buf_t **out);
 

@@ -1,0 +1,384 @@
+/*
+ * Buffer pools: a fixed number of equal buffers, taken with zbuf_pool_get()
+ * and given back when the last reference goes.  Exhaustion is -ENOBUFS; a
+ * pool deleted while buffers are out is freed when the last one returns.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+ZT_SUITE(pool);
+
+static zbuf_stats_t stats(void)
+{
+    zbuf_stats_t st;
+    zbuf_stats_get(&st);
+    return st;
+}
+
+Test(pool, create_reports_its_geometry)
+{
+    zbuf_pool_t *p = NULL;
+    zbuf_stats_t st = stats();
+
+    cr_assert_eq(zbuf_pool_create(512, 8, &p), 0);
+    cr_assert_not_null(p);
+    cr_assert_eq(zbuf_pool_buf_size(p), 512);
+    cr_assert_eq(zbuf_pool_capacity(p), 8);
+    cr_assert_eq(zbuf_pool_available(p), 8);
+    cr_assert_eq(stats().live_pools, st.live_pools + 1);
+    cr_assert_eq(stats().live_bufs, st.live_bufs, "buffers in the pool are not live");
+    zbuf_pool_delete(p);
+    cr_assert_eq(stats().live_pools, st.live_pools);
+}
+
+Test(pool, get_gives_a_private_writable_buffer_of_the_pool_size)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b = NULL;
+    zbuf_stats_t st;
+
+    cr_assert_eq(zbuf_pool_create(100, 2, &p), 0);
+    st = stats();
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    cr_assert_not_null(b);
+    cr_assert_eq(zbuf_buf_size(b), 100);
+    cr_assert_not_null(zbuf_buf_data(b));
+    cr_assert_eq(zbuf_buf_refs(b), 1);
+    cr_assert(zbuf_buf_writable(b));
+    cr_assert_not(zbuf_buf_file(b, NULL, NULL));
+    memset(zbuf_buf_data(b), 0x5c, 100);
+    cr_assert_eq(zbuf_pool_available(p), 1);
+    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_pool_available(p), 2);
+    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, buffers_are_distinct_and_do_not_overlap)
+{
+    enum { N = 16, SZ = 64 };
+    zbuf_pool_t *p;
+    zbuf_buf_t *b[N];
+
+    cr_assert_eq(zbuf_pool_create(SZ, N, &p), 0);
+    for (size_t i = 0; i < N; i++) {
+        cr_assert_eq(zbuf_pool_get(p, &b[i]), 0);
+        memset(zbuf_buf_data(b[i]), (int)i, SZ);
+    }
+    for (size_t i = 0; i < N; i++) {
+        const uint8_t *d = zbuf_buf_data(b[i]);
+        for (size_t j = 0; j < SZ; j++)
+            cr_assert_eq(d[j], i, "buffer %zu overlaps another", i);
+    }
+    for (size_t i = 0; i < N; i++)
+        zbuf_buf_unref(b[i]);
+    cr_assert_eq(zbuf_pool_available(p), N);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, exhaustion_is_enobufs_until_a_buffer_returns)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *a, *b, *c = NULL;
+    zbuf_stats_t st;
+
+    cr_assert_eq(zbuf_pool_create(32, 2, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    cr_assert_eq(zbuf_pool_available(p), 0);
+    st = stats();
+    cr_assert_eq(zbuf_pool_get(p, &c), -ENOBUFS);
+    cr_assert_eq(zbuf_pool_get(p, &c), -ENOBUFS);
+    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zbuf_pool_available(p), 0);
+    zbuf_buf_unref(a);
+    cr_assert_eq(zbuf_pool_available(p), 1);
+    cr_assert_eq(zbuf_pool_get(p, &c), 0);
+    cr_assert_not_null(c);
+    cr_assert_eq(zbuf_buf_refs(c), 1);
+    zbuf_buf_unref(b);
+    zbuf_buf_unref(c);
+    cr_assert_eq(zbuf_pool_available(p), 2);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, buffer_returns_when_the_zbuf_holding_it_is_deleted)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+    zbuf_t *z;
+
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    memcpy(zbuf_buf_data(b), "received", 8);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 8), 0);
+    zt_check(z);
+    zbuf_buf_unref(b); /* the receive path drops its own handle */
+    cr_assert_eq(zbuf_pool_available(p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), -ENOBUFS);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(zbuf_pool_available(p), 1);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    zbuf_buf_unref(b);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, buffer_returns_only_when_every_sharing_zbuf_is_gone)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+    zbuf_t *z, *d, *t;
+
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 60), 0);
+    zt_check(z);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_dup(z, 10, 10, &d), 0);
+    zt_check(z);
+    zt_check(d);
+    cr_assert_eq(zbuf_split(z, 30, &t), 0);
+    zt_check(z);
+    zt_check(t);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(zbuf_pool_available(p), 0);
+    cr_assert_eq(zbuf_delete(t), 0);
+    cr_assert_eq(zbuf_pool_available(p), 0);
+    cr_assert_eq(zbuf_delete(d), 0);
+    cr_assert_eq(zbuf_pool_available(p), 1);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, buffer_returns_when_cut_away)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+    zbuf_t *z;
+
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_copy(z, "hdr", 3), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 64), 0);
+    zt_check(z);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_cut(z, 3, ZBUF_TO_END, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_pool_available(p), 1);
+    cr_assert_eq(zbuf_delete(z), 0);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, deleted_pool_is_freed_when_the_last_buffer_returns)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *a, *b;
+    zbuf_t *z;
+    zbuf_stats_t st = stats();
+
+    cr_assert_eq(zbuf_pool_create(128, 4, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 128), 0);
+    zt_check(z);
+    zbuf_buf_unref(b);
+    memset(zbuf_buf_data(a), 1, 128);
+    zbuf_pool_delete(p);
+    cr_assert_eq(stats().live_pools, st.live_pools + 1, "freed while buffers are out");
+    /* Both buffers remain usable. */
+    memset(zbuf_buf_data(a), 2, 128);
+    cr_assert_eq(((uint8_t *)zbuf_seg_data(z, zbuf_seg_first(z)))[0],
+                 ((uint8_t *)zbuf_buf_data(b))[0]);
+    zbuf_buf_unref(a);
+    cr_assert_eq(stats().live_pools, st.live_pools + 1);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(stats().live_pools, st.live_pools);
+    cr_assert_eq(stats().live_bufs, st.live_bufs);
+}
+
+Test(pool, deleted_pool_with_nothing_out_is_freed_at_once)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *a;
+    zbuf_stats_t st = stats();
+
+    cr_assert_eq(zbuf_pool_create(16, 3, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    zbuf_buf_unref(a);
+    zbuf_pool_delete(p);
+    cr_assert_eq(stats().live_pools, st.live_pools);
+}
+
+Test(pool, delete_null_is_a_noop)
+{
+    zbuf_stats_t st = stats();
+
+    zbuf_pool_delete(NULL);
+    cr_assert_eq(stats().live_pools, st.live_pools);
+}
+
+Test(pool, create_rejects_bad_geometry)
+{
+    zbuf_pool_t *p = (zbuf_pool_t *)&p;
+    zbuf_stats_t st = stats();
+
+    cr_assert_eq(zbuf_pool_create(0, 4, &p), -EINVAL);
+    cr_assert_eq(zbuf_pool_create(4, 0, &p), -EINVAL);
+    cr_assert_eq(zbuf_pool_create(4, 4, NULL), -EINVAL);
+    cr_assert_eq(zbuf_pool_create(SIZE_MAX / 2, 4, &p), -EOVERFLOW);
+    cr_assert_eq(zbuf_pool_create(SIZE_MAX, SIZE_MAX, &p), -EOVERFLOW);
+    cr_assert_eq(p, (zbuf_pool_t *)&p, "out written on failure");
+    cr_assert_eq(stats().live_pools, st.live_pools);
+}
+
+Test(pool, get_rejects_bad_arguments)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+
+    cr_assert_eq(zbuf_pool_get(NULL, &b), -EINVAL);
+    cr_assert_eq(zbuf_pool_create(16, 1, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, NULL), -EINVAL);
+    cr_assert_eq(zbuf_pool_available(p), 1);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, reused_buffer_is_private_again)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+    zbuf_t *z;
+
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    for (int round = 0; round < 5; round++) {
+        cr_assert_eq(zbuf_pool_get(p, &b), 0);
+        cr_assert_eq(zbuf_buf_refs(b), 1);
+        cr_assert(zbuf_buf_writable(b));
+        cr_assert_eq(zbuf_create(&z), 0);
+        cr_assert_eq(zbuf_append_ref(z, b, 8, 16), 0);
+        zt_check(z);
+        zbuf_buf_unref(b);
+        cr_assert_eq(zbuf_headroom(z), 8);
+        cr_assert_eq(zbuf_tailroom(z), 40);
+        cr_assert_eq(zbuf_delete(z), 0);
+        cr_assert_eq(zbuf_pool_available(p), 1);
+    }
+    zbuf_pool_delete(p);
+}
+
+Test(pool, copies_nothing)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+    zbuf_t *z, *d;
+    zbuf_stats_t st;
+
+    cr_assert_eq(zbuf_pool_create(1500, 4, &p), 0);
+    st = stats();
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 1500), 0);
+    zt_check(z);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
+    zt_check(z);
+    zt_check(d);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(zbuf_delete(d), 0);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    zbuf_pool_delete(p);
+}
+
+/* ------------------------------------------------------------- threads */
+
+enum { ROUNDS = 2000, POOL_N = 4 };
+
+struct handoff {
+    zbuf_pool_t *pool;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    zbuf_t *slot[POOL_N];
+    size_t head, tail, count;
+    bool done;
+};
+
+/* Consumer: deletes zbufs the producer filled, on its own thread. */
+static void *consumer(void *arg)
+{
+    struct handoff *h = arg;
+
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        while (h->count == 0 && !h->done)
+            pthread_cond_wait(&h->cond, &h->lock);
+        if (h->count == 0 && h->done)
+            break;
+        zbuf_t *z = h->slot[h->head];
+        h->head = (h->head + 1) % POOL_N;
+        h->count--;
+        pthread_mutex_unlock(&h->lock);
+        zbuf_delete(z); /* returns the pool buffer from this thread */
+        pthread_mutex_lock(&h->lock);
+        pthread_cond_broadcast(&h->cond);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+Test(pool, buffers_taken_on_one_thread_return_on_another)
+{
+    struct handoff h = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    pthread_t t;
+    size_t got = 0;
+
+    cr_assert_eq(zbuf_pool_create(256, POOL_N, &h.pool), 0);
+    cr_assert_eq(pthread_create(&t, NULL, consumer, &h), 0);
+    while (got < ROUNDS) {
+        zbuf_buf_t *b;
+        zbuf_t *z;
+        int rc = zbuf_pool_get(h.pool, &b);
+
+        if (rc == -ENOBUFS) {
+            /* Every buffer is in flight: wait for the consumer. */
+            pthread_mutex_lock(&h.lock);
+            while (h.count == POOL_N)
+                pthread_cond_wait(&h.cond, &h.lock);
+            pthread_mutex_unlock(&h.lock);
+            sched_yield();
+            continue;
+        }
+        cr_assert_eq(rc, 0);
+        memset(zbuf_buf_data(b), (int)(got & 0xff), 256);
+        cr_assert_eq(zbuf_create(&z), 0);
+        cr_assert_eq(zbuf_append_ref(z, b, 0, 256), 0);
+        zt_check(z);
+        zbuf_buf_unref(b);
+        pthread_mutex_lock(&h.lock);
+        while (h.count == POOL_N)
+            pthread_cond_wait(&h.cond, &h.lock);
+        h.slot[h.tail] = z;
+        h.tail = (h.tail + 1) % POOL_N;
+        h.count++;
+        pthread_cond_broadcast(&h.cond);
+        pthread_mutex_unlock(&h.lock);
+        got++;
+    }
+    pthread_mutex_lock(&h.lock);
+    h.done = true;
+    pthread_cond_broadcast(&h.cond);
+    pthread_mutex_unlock(&h.lock);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(zbuf_pool_available(h.pool), POOL_N);
+    zbuf_pool_delete(h.pool);
+}

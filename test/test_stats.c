@@ -1,0 +1,342 @@
+/*
+ * Process-wide counters: live objects come back to where they started, every
+ * copied byte is counted exactly once, zero-copy paths count nothing, and
+ * counts made on other threads are included.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+ZT_SUITE(stats);
+
+static zbuf_stats_t stats(void)
+{
+    zbuf_stats_t st;
+    zbuf_stats_get(&st);
+    return st;
+}
+
+Test(stats, live_counters_follow_objects)
+{
+    zbuf_stats_t st = stats();
+    zbuf_t *z, *t;
+    zbuf_buf_t *b;
+    zbuf_pool_t *p;
+    static uint8_t area[16];
+
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 1);
+    cr_assert_eq(zbuf_append_buf(z, area, 16, NULL, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(stats().live_segs, st.live_segs + 1);
+    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zbuf_split(z, 8, &t), 0); /* splits the one segment */
+    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 2);
+    cr_assert_eq(stats().live_segs, st.live_segs + 2);
+    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zbuf_buf_alloc(10, &b), 0);
+    cr_assert_eq(stats().live_bufs, st.live_bufs + 2);
+    cr_assert_eq(zbuf_pool_create(8, 2, &p), 0);
+    cr_assert_eq(stats().live_pools, st.live_pools + 1);
+    cr_assert_eq(zbuf_insert(z, 0, t, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 1);
+    cr_assert_eq(stats().live_segs, st.live_segs + 2);
+    zbuf_pool_delete(p);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
+    cr_assert_eq(stats().live_segs, st.live_segs);
+    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(stats().live_pools, st.live_pools);
+}
+
+Test(stats, zero_copy_paths_count_nothing)
+{
+    zbuf_t *z, *d, *t, *h, *m;
+    zbuf_buf_t *b;
+    static uint8_t a1[100], a2[100];
+    struct iovec iov[8];
+    const void *out;
+    void *data;
+    size_t abs;
+    zbuf_cursor_t c;
+    zbuf_stats_t st;
+
+    cr_assert_eq(zbuf_buf_alloc(100, &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_create(&m), 0);
+    st = stats();
+    cr_assert_eq(zbuf_append_buf(z, a1, 100, NULL, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_insert_buf(z, 50, a2, 100, NULL, NULL, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_insert_ref(z, 10, b, 0, 100, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_dup(z, 5, 200, &d), 0);
+    zt_check(z);
+    zt_check(d);
+    cr_assert_eq(zbuf_split(d, 77, &t), 0);
+    zt_check(d);
+    zt_check(t);
+    cr_assert_eq(zbuf_split_head(t, 13, &h), 0);
+    zt_check(t);
+    zt_check(h);
+    cr_assert_eq(zbuf_cut(z, 3, 111, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_append_ref(m, b, 1, 2), 0);
+    zt_check(m);
+    cr_assert_eq(zbuf_insert(z, 7, m, NULL), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_append(d, t), 0);
+    zt_check(d);
+    cr_assert_gt(zbuf_iovec(z, 0, ZBUF_TO_END, iov, 8, NULL), 0);
+    cr_assert_eq(zbuf_peek(z, 0, 3, NULL, &out), 0);
+    cr_assert_eq(zbuf_pullup(z, 0, 3, &data), 0);
+    cr_assert_eq(zbuf_locate(z, zbuf_seg_last(z), -1, &abs), 0);
+    cr_assert_eq(zbuf_cursor_init(&c, z, 0), 0);
+    cr_assert_not_null(zbuf_cursor_peek(&c, 2));
+    cr_assert_eq(zbuf_cursor_skip(&c, 50), 0);
+    cr_assert(!zbuf_writable(z, 0, 1));
+    zt_check(z);
+    zt_check(d);
+    zt_check(h);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied, "a zero-copy path copied %llu bytes",
+                 (unsigned long long)(stats().bytes_copied - st.bytes_copied));
+    cr_assert_eq(stats().copies, st.copies);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(zbuf_delete(d), 0);
+    cr_assert_eq(zbuf_delete(h), 0);
+}
+
+Test(stats, copying_paths_count_exactly_their_bytes)
+{
+    static const uint8_t src[64] = {1, 2, 3};
+    zbuf_t *z, *d;
+    uint8_t out[64], scratch[64];
+    const void *peeked;
+    void *data;
+    zbuf_stats_t st;
+
+    cr_assert_eq(zbuf_create(&z), 0);
+
+    st = stats();
+    cr_assert_eq(zbuf_append_copy(z, src, 40), 0);
+    zt_check(z);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 40, "insert_copy");
+    cr_assert_eq(stats().copies, st.copies + 1, "one insert_copy is one copy");
+
+    cr_assert_eq(zbuf_append_copy(z, src, 24), 0); /* two segments: 40 + 24 */
+    cr_assert_eq(zbuf_seg_count(z), 2);
+
+    st = stats();
+    cr_assert_eq(zbuf_copyout(z, 5, out, 30), 30);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 30, "copyout in one segment");
+    cr_assert_eq(stats().copies, st.copies + 1);
+
+    st = stats();
+    cr_assert_eq(zbuf_copyout(z, 30, out, 20), 20);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 20, "copyout across segments");
+    cr_assert_gt(stats().copies, st.copies);
+
+    st = stats();
+    cr_assert_eq(zbuf_peek(z, 38, 4, scratch, &peeked), 0);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 4, "peek across segments");
+
+    cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
+    zt_check(z);
+    zt_check(d);
+    st = stats();
+    cr_assert_eq(zbuf_unshare(z, 0, ZBUF_TO_END), 0);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 64, "unshare of shared bytes");
+    cr_assert_eq(zbuf_delete(d), 0);
+
+    st = stats();
+    cr_assert_eq(zbuf_pullup(z, 35, 10, &data), 0);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 10, "pullup across segments");
+
+    cr_assert_eq(zbuf_delete(z), 0);
+}
+
+Test(stats, count_copy_adds_an_outside_copy)
+{
+    zbuf_stats_t st = stats();
+
+    zbuf_stats_count_copy(1234);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 1234);
+    cr_assert_eq(stats().copies, st.copies + 1);
+    zbuf_stats_count_copy(1);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 1235);
+    cr_assert_eq(stats().copies, st.copies + 2);
+}
+
+Test(stats, failed_calls_count_nothing)
+{
+    zbuf_t *z;
+    uint8_t out[8];
+    zbuf_stats_t st;
+    void *data;
+
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_copy(z, "abcd", 4), 0);
+    zt_check(z);
+    st = stats();
+    cr_assert_eq(zbuf_copyout(z, 0, out, 5), -ERANGE);
+    cr_assert_eq(zbuf_insert_copy(z, 5, "x", 1, NULL), -ERANGE);
+    cr_assert_eq(zbuf_pullup(z, 0, 5, &data), -ERANGE);
+    cr_assert_eq(zbuf_unshare(z, 2, 3), -ERANGE);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(stats().copies, st.copies);
+    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(stats().live_segs, st.live_segs);
+    cr_assert_eq(zbuf_delete(z), 0);
+}
+
+Test(stats, allocs_grow_when_memory_is_taken)
+{
+    zbuf_stats_t st = stats();
+    zbuf_buf_t *b;
+
+    cr_assert_eq(zbuf_buf_alloc(4096, &b), 0);
+    cr_assert_gt(stats().allocs, st.allocs);
+    zbuf_buf_unref(b);
+    cr_assert_geq(stats().allocs, st.allocs + 1, "allocs counts calls, it never goes down");
+}
+
+/* An allocator that counts its calls and remembers every live block, to
+ * compare with the allocs counter and to check the sized-free contract. */
+#define MAX_BLOCKS 256
+
+static size_t my_allocs, my_bad_frees;
+static struct {
+    void *p;
+    size_t size;
+} blocks[MAX_BLOCKS];
+
+static void *counting_alloc(void *ctx, size_t size)
+{
+    void *p = malloc(size);
+
+    (void)ctx;
+    my_allocs++;
+    for (size_t i = 0; p != NULL && i < MAX_BLOCKS; i++) {
+        if (blocks[i].p == NULL) {
+            blocks[i].p = p;
+            blocks[i].size = size;
+            return p;
+        }
+    }
+    free(p);
+    return NULL;
+}
+
+static void counting_free(void *ctx, void *p, size_t size)
+{
+    (void)ctx;
+    for (size_t i = 0; i < MAX_BLOCKS; i++) {
+        if (blocks[i].p == p) {
+            if (blocks[i].size != size)
+                my_bad_frees++;
+            blocks[i].p = NULL;
+            free(p);
+            return;
+        }
+    }
+    my_bad_frees++; /* not one of ours: leak it rather than crash */
+}
+
+static size_t blocks_live(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < MAX_BLOCKS; i++)
+        n += blocks[i].p != NULL;
+    return n;
+}
+
+Test(stats, allocs_counts_every_call_to_the_allocator)
+{
+    zbuf_allocator_t a = {counting_alloc, counting_free, NULL};
+    zbuf_stats_t st;
+    zbuf_t *z, *d;
+    zbuf_pool_t *p;
+    zbuf_buf_t *b;
+
+    cr_assert_eq(zbuf_set_allocator(&a), 0);
+    st = stats();
+    my_allocs = 0;
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_copy(z, "abc", 3), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_append_copy(z, "def", 3), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_dup(z, 1, 4, &d), 0);
+    zt_check(d);
+    cr_assert_eq(zbuf_buf_alloc(100, &b), 0);
+    cr_assert_eq(zbuf_pool_create(64, 4, &p), 0);
+    cr_assert_gt(my_allocs, 0);
+    cr_assert_eq(stats().allocs - st.allocs, my_allocs, "allocs %llu, allocator saw %zu",
+                 (unsigned long long)(stats().allocs - st.allocs), my_allocs);
+    zbuf_pool_delete(p);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_delete(d), 0);
+    cr_assert_eq(zbuf_delete(z), 0);
+    /* Restoring the default empties this thread's cache through ours. */
+    cr_assert_eq(zbuf_set_allocator(NULL), 0);
+    cr_assert_eq(blocks_live(), 0, "%zu blocks never came back to their allocator",
+                 blocks_live());
+    cr_assert_eq(my_bad_frees, 0, "a free got the wrong size or a foreign block");
+}
+
+/* --------------------------------------------------------------- threads */
+
+struct work {
+    zbuf_t *keep; /* a zbuf the thread leaves alive for the main thread */
+    size_t copied;
+};
+
+static void *copy_on_thread(void *arg)
+{
+    struct work *w = arg;
+    uint8_t buf[1000];
+    zbuf_t *z;
+
+    memset(buf, 1, sizeof buf);
+    for (int i = 0; i < 10; i++) {
+        cr_assert_eq(zbuf_create(&z), 0);
+        cr_assert_eq(zbuf_append_copy(z, buf, sizeof buf), 0);
+        zt_check(z);
+        cr_assert_eq(zbuf_delete(z), 0);
+        w->copied += sizeof buf;
+    }
+    cr_assert_eq(zbuf_create(&w->keep), 0);
+    cr_assert_eq(zbuf_append_copy(w->keep, buf, 10), 0);
+    zt_check(w->keep);
+    w->copied += 10;
+    return NULL;
+}
+
+Test(stats, other_threads_are_added_up_even_after_they_exit)
+{
+    struct work w[2] = {{0}, {0}};
+    pthread_t t[2];
+    zbuf_stats_t st = stats();
+
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, copy_on_thread, &w[i]), 0);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_join(t[i], NULL), 0);
+    cr_assert_eq(stats().bytes_copied, st.bytes_copied + w[0].copied + w[1].copied);
+    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 2);
+    cr_assert_eq(stats().live_bufs, st.live_bufs + 2);
+    /* Deleting here balances counts made there. */
+    cr_assert_eq(zbuf_delete(w[0].keep), 0);
+    cr_assert_eq(zbuf_delete(w[1].keep), 0);
+    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
+    cr_assert_eq(stats().live_segs, st.live_segs);
+    cr_assert_eq(stats().live_bufs, st.live_bufs);
+}
