@@ -4,7 +4,9 @@
 #   release   gcc, optimised, jemalloc allocator, -Werror
 #   asan      gcc, ASan + UBSan, debug chain checks after every call
 #   tsan      clang, ThreadSanitizer, the tests labelled 'threads'
-# plus a clang -Werror build of everything and the Doxygen docs (warnings fail).
+# plus a clang -Werror build of everything, the Doxygen docs (warnings fail),
+# and an install into build/prefix consumed by examples/consumer through both
+# CMake find_package() and pkg-config.
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,13 +46,26 @@ runtests() { # name, ctest args...
 
 mkdir -p build
 rc=0
-build release -DCMAKE_BUILD_TYPE=RelWithDebInfo && runtests release || rc=1
+build release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX="$root/build/prefix" &&
+  runtests release || rc=1
 if [ $quick -eq 0 ]; then
   build asan -DCMAKE_BUILD_TYPE=Debug -DZBUF_SANITIZE=address,undefined -DZBUF_DEBUG=ON \
         -DZBUF_BUILD_BENCH=OFF -DZBUF_BUILD_DOCS=OFF && runtests asan || rc=1
   build tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZBUF_SANITIZE=thread \
         -DZBUF_BUILD_BENCH=OFF -DZBUF_BUILD_DOCS=OFF && runtests tsan -L threads || rc=1
-  build clang -DCMAKE_C_COMPILER=clang -DZBUF_FUZZ=ON || rc=1
+  # clang -Werror build of everything, and the libFuzzer harnesses run for a bounded time.
+  build clang -DCMAKE_C_COMPILER=clang -DZBUF_FUZZ=ON && runtests clang -L fuzz || rc=1
+  echo "==> install + out-of-tree consumer (find_package and pkg-config)"
+  if cmake --install build/release >build-install.log 2>&1 &&
+     cmake -S examples/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$root/build/prefix" >>build-install.log 2>&1 &&
+     cmake --build build/consumer >>build-install.log 2>&1 && build/consumer/consumer >>build-install.log 2>&1 &&
+     PKG_CONFIG_PATH="$(dirname "$(find "$root/build/prefix" -name zbuf.pc | head -n1)")" \
+       make -C examples/consumer OUT="$root/build/consumer-pc" >>build-install.log 2>&1 &&
+     build/consumer-pc/consumer >>build-install.log 2>&1; then
+    echo "install + consumer OK"
+  else
+    tail -n 40 build-install.log; rc=1
+  fi
   echo "==> docs"
   cmake --build build/release --target docs >build-docs.log 2>&1 || { tail -n 40 build-docs.log; rc=1; }
 fi

@@ -343,7 +343,9 @@ ZBUF_EXPORT int zbuf_append_space(zbuf_t *z, size_t len, void **data);
  * writable, then a fresh buffer.  The space is not part of @p z until
  * committed.  A new reserve replaces the previous one.  Between reserve and
  * commit only zbuf_commit(), zbuf_delete() and read-only calls may be used on
- * @p z; any other modifying call drops the reservation.
+ * @p z; any other call that modifies @p z drops the reservation (a call that
+ * turns out to change nothing, such as inserting an empty zbuf, keeps it).
+ * While a reservation is pending zbuf_tailroom() reads 0.
  *
  * @param iov  array of at least 2 entries, filled in.
  * @param[out] iovcnt  receives the number of entries used (1 or 2).
@@ -372,7 +374,9 @@ ZBUF_EXPORT int zbuf_commit(zbuf_t *z, size_t len);
  *
  * When the range already lies in one memory segment nothing changes and no
  * byte is copied.  Otherwise the range is copied into one new buffer
- * (counted) which replaces the segments it spanned.
+ * (counted) which replaces the segments it spanned; parts of the first and
+ * last of those outside the range stay as they were, so the segment count
+ * can grow by one.
  *
  * @param[out] data  receives the address of the first byte.
  * @return 0; `-EINVAL`; `-ERANGE` (also for an empty range); `-ENOMEM`;
