@@ -23,6 +23,8 @@ struct zbuf_pool {
     size_t stride;          /* distance between two buffers' data */
     size_t mem_size;        /* size of this whole allocation */
     bool deleted;           /* zbuf_pool_delete() called */
+    zbuf_pool_notify_cb notify; /* called when nfree goes 0 -> 1 */
+    void *notify_arg;
     struct zbuf_buf hdrs[]; /* count headers, then the data area */
 };
 
@@ -54,6 +56,8 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
     p->mem_size = total;
     p->deleted = false;
     p->free = NULL;
+    p->notify = NULL;
+    p->notify_arg = NULL;
     uint8_t *data = (uint8_t *)round_up((uintptr_t)p + head, POOL_ALIGN);
     for (size_t i = count; i-- > 0;) {
         struct zbuf_buf *b = &p->hdrs[i];
@@ -117,9 +121,27 @@ void zbuf__pool_put(struct zbuf_buf *b)
     p->free = b;
     p->nfree++;
     bool done = p->deleted && p->nfree == p->count;
+    zbuf_pool_notify_cb cb = p->nfree == 1 && !p->deleted ? p->notify : NULL;
+    void *arg = p->notify_arg;
     pthread_mutex_unlock(&p->lock);
     if (done)
         pool_free(p);
+    else if (cb)
+        cb(p, arg);
+}
+
+int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
+{
+    if (p == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&p->lock);
+    bool deleted = p->deleted;
+    if (!deleted) {
+        p->notify = cb;
+        p->notify_arg = arg;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return deleted ? -EINVAL : 0;
 }
 
 size_t zbuf_pool_buf_size(const zbuf_pool_t *p)

@@ -382,3 +382,60 @@ Test(pool, buffers_taken_on_one_thread_return_on_another)
     cr_assert_eq(zbuf_pool_available(h.pool), POOL_N);
     zbuf_pool_delete(h.pool);
 }
+
+struct notify_log {
+    int calls;
+    zbuf_pool_t *pool;
+    size_t available_seen;
+};
+
+static void on_pool_refill(zbuf_pool_t *p, void *arg)
+{
+    struct notify_log *log = arg;
+    log->calls++;
+    log->pool = p;
+    log->available_seen = zbuf_pool_available(p);
+}
+
+Test(pool, notify_runs_once_when_an_exhausted_pool_gets_a_buffer_back)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *a, *b;
+    struct notify_log log = {0};
+
+    cr_assert_eq(zbuf_pool_create(64, 2, &p), 0);
+    cr_assert_eq(zbuf_pool_set_notify(p, on_pool_refill, &log), 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    zbuf_buf_unref(a); /* 1 -> 2 free: not an exhausted pool, no call */
+    cr_assert_eq(log.calls, 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    zbuf_buf_unref(a); /* 0 -> 1 free: one call, after the buffer is back */
+    cr_assert_eq(log.calls, 1);
+    cr_assert_eq(log.pool, p);
+    cr_assert_eq(log.available_seen, 1);
+    zbuf_buf_unref(b); /* 1 -> 2: no call */
+    cr_assert_eq(log.calls, 1);
+    cr_assert_eq(zbuf_pool_set_notify(p, NULL, NULL), 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    cr_assert_eq(zbuf_pool_get(p, &b), 0);
+    zbuf_buf_unref(a);
+    cr_assert_eq(log.calls, 1, "a cleared notification must not run");
+    zbuf_buf_unref(b);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, notify_rejects_null_and_deleted_pools)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *a;
+    struct notify_log log = {0};
+
+    cr_assert_eq(zbuf_pool_set_notify(NULL, on_pool_refill, &log), -EINVAL);
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    cr_assert_eq(zbuf_pool_get(p, &a), 0);
+    cr_assert_eq(zbuf_pool_set_notify(p, on_pool_refill, &log), 0);
+    zbuf_pool_delete(p); /* a buffer is out: the pool waits for it */
+    zbuf_buf_unref(a);   /* frees the pool; a deleted pool notifies nobody */
+    cr_assert_eq(log.calls, 0);
+}

@@ -58,6 +58,31 @@ ZBUF_EXPORT void zbuf_pool_delete(zbuf_pool_t *p);
  */
 ZBUF_EXPORT int zbuf_pool_get(zbuf_pool_t *p, zbuf_buf_t **out);
 
+/**
+ * @brief Callback of zbuf_pool_set_notify(): a buffer came back to a pool
+ *        that had none free.
+ * @param p    the pool.
+ * @param arg  the argument given to zbuf_pool_set_notify().
+ */
+typedef void (*zbuf_pool_notify_cb)(zbuf_pool_t *p, void *arg);
+
+/**
+ * @brief Be told when an exhausted pool has a buffer again.
+ *
+ * @p cb runs each time the number of free buffers goes from 0 to 1, on the
+ * thread that dropped the last reference to the returning buffer (inside
+ * that thread's zbuf_delete(), zbuf_buf_unref() ...), after the pool's lock
+ * is released.  It must not block; it may call zbuf_pool_get().  A receive
+ * path that stopped reading on `-ENOBUFS` uses it to resume (for an event
+ * loop on another thread, wake the loop from the callback).
+ *
+ * @param p    the pool.
+ * @param cb   the callback, or NULL to stop notifications.
+ * @param arg  passed to @p cb.
+ * @return 0; `-EINVAL` for a NULL or deleted pool.
+ */
+ZBUF_EXPORT int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg);
+
 /** @brief Bytes per buffer of @p p. */
 ZBUF_EXPORT size_t zbuf_pool_buf_size(const zbuf_pool_t *p);
 
