@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Tables of scripts/bench-sock.sh: reads results.csv, prints markdown
+tables (medians; gains as the median over repetitions of the ratio measured
+within one repetition, so that drift in machine load cancels) and writes the
+data files of the plot.
+
+usage: sock_tables.py results.csv outdir
+"""
+import csv
+import math
+import statistics
+import sys
+
+rows = list(csv.DictReader(open(sys.argv[1])))
+out = sys.argv[2]
+
+
+def vals(kind, size, mode, field):
+    return {r['run']: float(r[field]) for r in rows
+            if r['kind'] == kind and r['size'] == size and r['mode'] == mode}
+
+
+def med(kind, size, mode, field='MBps'):
+    v = list(vals(kind, size, mode, field).values())
+    return statistics.median(v) if v else float('nan')
+
+
+def ratio(kind, size, mode, base, field='MBps', invert=False):
+    """Median over repetitions of mode / base (base / mode with invert)."""
+    a, b = vals(kind, size, mode, field), vals(kind, size, base, field)
+    r = [(b[k] / a[k] if invert else a[k] / b[k])
+         for k in a if k in b and a[k] > 0 and b[k] > 0]
+    return statistics.median(r) if r else float('nan')
+
+
+def sizes(kind):
+    seen = []
+    for r in rows:
+        if r['kind'] == kind and r['size'] not in seen:
+            seen.append(r['size'])
+    return seen
+
+
+def sockbuf(kind, size):
+    return next(r['sockbuf'] for r in rows if r['kind'] == kind and r['size'] == size)
+
+
+def human(n):
+    n = int(n)
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    return f"{n >> 10}K" if n % 1024 == 0 else str(n)
+
+
+def pct(x):
+    return "n/a" if math.isnan(x) else f"{(x - 1) * 100:+.1f} %"
+
+
+def nsk(kind, s, m):
+    v = [float(r['cpu']) / (float(r['bytes']) / 1024) * 1e9 for r in rows
+         if r['kind'] == kind and r['size'] == s and r['mode'] == m and float(r['bytes']) > 0]
+    return statistics.median(v) if v else float('nan')
+
+
+L = []
+plot_send, plot_recv = [], []
+if sizes('send'):
+    L.append("### Send side (receiver discards): MB/s, medians\n")
+    L.append("| message / socket buffer | copy | zbuf | zerocopy | zc-always "
+             "| zbuf gain | zerocopy gain | zc-always gain |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for s in sizes('send'):
+        m = [med('send', s, k) for k in ('copy', 'zbuf', 'zerocopy', 'zc-always')]
+        g = [ratio('send', s, k, 'copy') for k in ('zbuf', 'zerocopy', 'zc-always')]
+        L.append(f"| {human(s)} / {human(sockbuf('send', s))} | "
+                 + " | ".join(f"{x:.0f}" for x in m) + " | "
+                 + " | ".join(pct(x) for x in g) + " |")
+        plot_send.append([s] + m)
+if sizes('recv'):
+    L.append("\n### Receive side (sender uses sendfile): MB/s, medians\n")
+    L.append("| message / socket buffer | copy | zbuf | zbuf gain |")
+    L.append("| --- | ---: | ---: | ---: |")
+    for s in sizes('recv'):
+        c, z = med('recv', s, 'copy'), med('recv', s, 'zbuf')
+        L.append(f"| {human(s)} / {human(sockbuf('recv', s))} | {c:.0f} | {z:.0f} | "
+                 f"{pct(ratio('recv', s, 'zbuf', 'copy'))} |")
+        plot_recv.append([s, c, z])
+    L.append("\n### CPU time of the side under test: ns per KiB moved, medians\n")
+    L.append("| message | send copy | send zbuf | send zerocopy | send zc-always "
+             "| recv copy | recv zbuf |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for s in sizes('send'):
+        v = [nsk('send', s, m) for m in ('copy', 'zbuf', 'zerocopy', 'zc-always')] + \
+            [nsk('recv', s, m) for m in ('copy', 'zbuf')]
+        L.append(f"| {human(s)} | " + " | ".join(f"{x:.0f}" for x in v) + " |")
+if sizes('gather'):
+    L.append("\n### A message of 4 application buffers (receiver discards): MB/s, medians\n")
+    L.append("| message | memcpy + write | gather (zbuf) | gather / memcpy |")
+    L.append("| --- | ---: | ---: | ---: |")
+    for s in sizes('gather'):
+        a, b = med('gather', s, 'memcpy4'), med('gather', s, 'gather4')
+        L.append(f"| {human(s)} | {a:.0f} | {b:.0f} | "
+                 f"{ratio('gather', s, 'gather4', 'memcpy4'):.2f}x |")
+if sizes('file'):
+    L.append("\n### File to socket (receiver discards): ms, medians\n")
+    L.append("| file | read + send | zbuf file segments (auto) | zbuf, forced sendfile "
+             "| speed-up auto | speed-up sendfile |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for s in sizes('file'):
+        a, b, c = (med('file', s, m, 'seconds') * 1000
+                   for m in ('readsend', 'zfile', 'zfile-sendfile'))
+        L.append(f"| {s} MB | {a:.0f} | {b:.0f} | {c:.0f} | "
+                 f"{ratio('file', s, 'zfile', 'readsend', 'seconds', invert=True):.2f}x | "
+                 f"{ratio('file', s, 'zfile-sendfile', 'readsend', 'seconds', invert=True):.2f}x |")
+text = "\n".join(L) + "\n"
+open(out + "/tables.md", "w").write(text)
+print(text)
+for name, data in (("plot-send.dat", plot_send), ("plot-recv.dat", plot_recv)):
+    with open(out + "/" + name, "w") as f:
+        for r in data:
+            f.write(" ".join(str(x) for x in r) + "\n")

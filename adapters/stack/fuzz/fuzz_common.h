@@ -1,0 +1,119 @@
+/*
+ * Shared set-up of the stack's libFuzzer harnesses: one stack on a
+ * capturing driver (sent frames are checked and dropped), checksums not
+ * verified (so the fuzzer reaches the parsers behind them), a virtual clock,
+ * a fixed ISN key, TCP listeners and UDP sockets on ports 7 and 9 that echo
+ * and discard.
+ */
+#ifndef ZBUF_STACK_FUZZ_COMMON_H
+#define ZBUF_STACK_FUZZ_COMMON_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <zbuf/ip.h>
+
+static uint64_t fz_now;
+static const uint8_t fz_mac[6] = {0x02, 0, 0, 0, 0, 0x0a};
+#define FZ_ADDR ZBUF_IP_ADDR(192, 0, 2, 1)
+
+static uint64_t fz_clock(void *arg)
+{
+    (void)arg;
+    return fz_now;
+}
+
+static int fz_tx(void *ctx, zbuf_t *frame)
+{
+    (void)ctx;
+    if (zbuf_check(frame) != 0)
+        abort();
+    zbuf_delete(frame);
+    return 0;
+}
+
+static void fz_recv(void *arg, zbuf_ip_tcp_t *pcb, zbuf_t *d)
+{
+    (void)arg;
+    if (d == NULL) {
+        zbuf_ip_tcp_close(pcb);
+        return;
+    }
+    size_t n = zbuf_length(d);
+    if (zbuf_ip_tcp_write(pcb, d) != 0)
+        zbuf_delete(d);
+    zbuf_ip_tcp_recved(pcb, n);
+}
+
+static int fz_accept(void *arg, zbuf_ip_tcp_t *l, zbuf_ip_tcp_t *c)
+{
+    (void)arg;
+    (void)l;
+    zbuf_ip_tcp_callbacks_t cb = {.recv = fz_recv};
+    zbuf_ip_tcp_set_callbacks(c, &cb, NULL);
+    return 0;
+}
+
+static void fz_udp(void *arg, zbuf_ip_udp_t *u, zbuf_t *d, uint32_t src, uint16_t sport)
+{
+    (void)arg;
+    if (zbuf_ip_udp_sendto(u, d, src, sport) != 0)
+        zbuf_delete(d);
+}
+
+static zbuf_ip_stack_t *fz_stack(zbuf_ip_netif_t **nif)
+{
+    zbuf_ip_config_t c;
+    zbuf_ip_config_init(&c);
+    c.clock = fz_clock;
+    c.isn_key_set = true;
+    c.skip_rx_checksum = true;
+    c.tcp_rcv_buf = 8192;
+    c.tcp_snd_buf = 8192;
+    fz_now = 1000;
+    zbuf_ip_stack_t *s;
+    if (zbuf_ip_stack_create(&c, &s) != 0)
+        abort();
+    zbuf_ip_netif_config_t nc = {.addr = FZ_ADDR, .prefix_len = 24,
+                                 .gateway = ZBUF_IP_ADDR(192, 0, 2, 254)};
+    memcpy(nc.mac, fz_mac, 6);
+    zbuf_ip_driver_t drv = {.transmit = fz_tx};
+    if (zbuf_ip_netif_add(s, &nc, &drv, NULL, nif) != 0)
+        abort();
+    for (uint16_t port = 7; port <= 9; port += 2) {
+        zbuf_ip_tcp_t *l;
+        zbuf_ip_udp_t *u;
+        zbuf_ip_tcp_callbacks_t cb = {.accept = fz_accept};
+        zbuf_ip_tcp_new(s, &l);
+        zbuf_ip_tcp_bind(l, ZBUF_IP_ANY, port);
+        zbuf_ip_tcp_listen(l, 4);
+        zbuf_ip_tcp_set_callbacks(l, &cb, NULL);
+        zbuf_ip_udp_new(s, &u);
+        zbuf_ip_udp_bind(u, ZBUF_IP_ANY, port);
+        zbuf_ip_udp_set_recv(u, fz_udp, NULL);
+    }
+    /* One active connection too, so SYN_SENT is reachable. */
+    zbuf_ip_tcp_t *c2;
+    zbuf_ip_tcp_new(s, &c2);
+    zbuf_ip_tcp_callbacks_t cb2 = {.recv = fz_recv};
+    zbuf_ip_tcp_set_callbacks(c2, &cb2, NULL);
+    zbuf_ip_tcp_connect(c2, ZBUF_IP_ADDR(192, 0, 2, 2), 80);
+    return s;
+}
+
+/* Feed `len` bytes as one frame, split into segments at `split` (0: one
+ * segment) so that headers straddle segment boundaries. */
+static void fz_feed(zbuf_ip_netif_t *nif, const uint8_t *p, size_t len, size_t split)
+{
+    zbuf_t *z;
+    if (zbuf_create(&z) != 0)
+        abort();
+    if (split && split < len) {
+        zbuf_append_copy(z, p, split);
+        zbuf_append_copy(z, p + split, len - split);
+    } else if (len) {
+        zbuf_append_copy(z, p, len);
+    }
+    zbuf_ip_netif_input(nif, z);
+}
+
+#endif

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""Write the seed corpora of the stack's fuzz harnesses (needs scapy).
+
+corpus/frame/*     one Ethernet frame each (fuzz_frame)
+corpus/sequence/*  records op,len16,body (fuzz_sequence): a TCP handshake,
+                   data, FIN, with time steps, against the harness's
+                   deterministic ISN.
+"""
+import os
+import struct
+from scapy.all import ARP, ICMP, IP, TCP, UDP, Ether, Raw  # noqa: E402
+
+US_MAC, PEER_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+US, PEER = "192.0.2.1", "192.0.2.2"
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def eth(p):
+    return Ether(dst=US_MAC, src=PEER_MAC) / p
+
+
+OPTS = [("MSS", 1460), ("SAckOK", b""), ("Timestamp", (1, 0)), ("NOP", None), ("WScale", 7)]
+frames = {
+    "arp_request": Ether(dst="ff:ff:ff:ff:ff:ff", src=PEER_MAC) /
+    ARP(op=1, hwsrc=PEER_MAC, psrc=PEER, pdst=US),
+    "arp_reply": eth(ARP(op=2, hwsrc=PEER_MAC, psrc=PEER, hwdst=US_MAC, pdst=US)),
+    "icmp_echo": eth(IP(src=PEER, dst=US) / ICMP(type=8, id=1, seq=1) / Raw(b"x" * 56)),
+    "udp_echo": eth(IP(src=PEER, dst=US) / UDP(sport=5000, dport=7) / Raw(b"hello")),
+    "tcp_syn": eth(IP(src=PEER, dst=US) / TCP(sport=4000, dport=7, flags="S", seq=1000,
+                                                options=OPTS)),
+    "tcp_synack": eth(IP(src=PEER, dst=US) / TCP(sport=80, dport=49152, flags="SA", seq=5,
+                                                   ack=1, options=[("MSS", 0), ("WScale", 20)])),
+    "ip_options": eth(IP(src=PEER, dst=US, options=b"\x01\x01\x01\x00") / UDP(dport=9) /
+                      Raw(b"z")),
+    "fragment": eth(IP(src=PEER, dst=US, flags="MF", frag=0) / UDP(dport=9) / Raw(b"q" * 20)),
+}
+for name, f in frames.items():
+    with open(os.path.join(here, "corpus", "frame", name), "wb") as fh:
+        fh.write(bytes(f))
+
+
+def rec(op, body=b"", length=None):
+    return struct.pack(">BH", op, len(body) if length is None else length) + body
+
+
+# Handshake (the harness's ISN is deterministic but unknown here: the
+# fuzzer's comparison tracing finds it), data, FIN, time.
+seq = rec(0, bytes(frames["arp_request"])) + rec(0, bytes(frames["tcp_syn"])) + rec(1, length=10)
+seq += rec(0, bytes(eth(IP(src=PEER, dst=US) / TCP(sport=4000, dport=7, flags="A", seq=1001,
+                                                     ack=1))))
+seq += rec(0, bytes(eth(IP(src=PEER, dst=US) / TCP(sport=4000, dport=7, flags="PA", seq=1001,
+                                                     ack=1) / Raw(b"d" * 100))))
+seq += rec(1, length=300) + rec(0, bytes(eth(IP(src=PEER, dst=US) /
+                                              TCP(sport=4000, dport=7, flags="FA", seq=1101,
+                                                  ack=1)))) + rec(1, length=60000)
+with open(os.path.join(here, "corpus", "sequence", "handshake_data_fin"), "wb") as fh:
+    fh.write(seq)
+print("corpus written")

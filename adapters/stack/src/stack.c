@@ -1,0 +1,895 @@
+/*
+ * The stack object, interfaces, and the layers below TCP: Ethernet II, ARP,
+ * IPv4, ICMP echo and UDP.
+ *
+ * Receive path: zbuf_ip_netif_input() gets a frame the driver loaned; each
+ * layer validates its header (read in place when contiguous, see
+ * zbuf_ip__hdr()), cuts it off the front and passes the rest up.  Whatever
+ * is not passed up is deleted, which returns the driver's buffers.
+ *
+ * Send path: each layer prepends its header with zbuf_prepend_space(),
+ * which writes into the first segment's headroom when that buffer is
+ * private to the packet and adds a small header segment otherwise (always
+ * the case for TCP data, whose buffers the retransmission queue shares).
+ *
+ * Failure strategy of the send functions that consume a packet: once a
+ * packet is accepted it is either handed to a driver or deleted here; the
+ * return value only says which.
+ */
+#include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "stack_internal.h"
+
+static const uint8_t bcast_mac[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+/* ------------------------------------------------------------ utilities */
+
+const uint8_t *zbuf_ip__hdr(const zbuf_t *z, size_t off, size_t len, uint8_t *tmp)
+{
+    const void *p;
+    int rc = zbuf_peek(z, off, len, NULL, &p);
+    if (rc == 0)
+        return p;
+    if (rc != -EAGAIN)
+        return NULL;
+    /* The header straddles segments: gather it into the caller's scratch.
+     * These are header bytes being parsed, not payload. */
+    size_t in = 0, done = 0;
+    zbuf_seg_t *seg = zbuf_seg_find(z, off, &in);
+    while (seg != NULL && done < len) {
+        const uint8_t *d = zbuf_seg_data(z, seg);
+        if (d == NULL)
+            return NULL;
+        size_t n = zbuf_seg_length(z, seg) - in;
+        if (n > len - done)
+            n = len - done;
+        memcpy(tmp + done, d + in, n);
+        done += n;
+        in = 0;
+        seg = zbuf_seg_next(z, seg);
+    }
+    return done == len ? tmp : NULL;
+}
+
+static uint64_t mono_ms(void *arg)
+{
+    (void)arg;
+    /* The coarse clock is enough for millisecond timers and costs a fraction
+     * of CLOCK_MONOTONIC; the stack reads it on every poll. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void zbuf_ip__tick(zbuf_ip_stack_t *s)
+{
+    uint64_t t = s->cfg.clock(s->cfg.clock_arg);
+    if (t > s->now)
+        s->now = t;
+}
+
+/* Public entry points nest (a callback may call into the stack); PCBs
+ * closed meanwhile are freed when the outermost one returns. */
+static void enter(zbuf_ip_stack_t *s)
+{
+    if (s->depth++ == 0)
+        zbuf_ip__tick(s);
+}
+
+static void leave(zbuf_ip_stack_t *s)
+{
+    if (--s->depth == 0)
+        zbuf_ip__tcp_reap(s);
+}
+
+static bool is_bcast(const zbuf_ip_netif_t *nif, uint32_t a)
+{
+    return a == 0xffffffffu || (nif->mask != 0xffffffffu && a == (nif->cfg.addr | ~nif->mask));
+}
+
+/* Class D (multicast) and E, and the limited broadcast: never a source. */
+static bool bad_source(uint32_t a)
+{
+    return (a >> 28) >= 0xe;
+}
+
+/* ---------------------------------------------------------------- stack */
+
+void zbuf_ip_config_init(zbuf_ip_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->tcp_snd_buf = ZBUF_IP_TCP_SND_BUF;
+    cfg->tcp_rcv_buf = ZBUF_IP_TCP_RCV_BUF;
+    cfg->tcp_rto_min_ms = ZBUF_IP_TCP_RTO_MIN_MS;
+    cfg->tcp_time_wait_ms = ZBUF_IP_TCP_TIME_WAIT_MS;
+    cfg->tcp_delack_ms = ZBUF_IP_TCP_DELACK_MS;
+}
+
+int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
+{
+    if (out == NULL)
+        return -EINVAL;
+    zbuf_ip_config_t c;
+    if (cfg)
+        c = *cfg;
+    else
+        zbuf_ip_config_init(&c);
+    if (c.tcp_snd_buf < 2048 || c.tcp_snd_buf > ZBUF_IP_TCP_SND_BUF_MAX ||
+        c.tcp_rcv_buf < 2048 || c.tcp_rcv_buf > ZBUF_IP_TCP_RCV_BUF_MAX ||
+        c.tcp_rto_min_ms < 1 || c.tcp_rto_min_ms > ZBUF_IP_TCP_RTO_MAX_MS ||
+        c.tcp_delack_ms < 1 || c.tcp_delack_ms >= 500)
+        return -EINVAL;
+    if (c.clock == NULL)
+        c.clock = mono_ms;
+    if (!c.isn_key_set) {
+        if (getrandom(c.isn_key, sizeof c.isn_key, 0) != (ssize_t)sizeof c.isn_key) {
+            /* No entropy source: fall back on the clock and addresses; ISNs
+             * stay unpredictable only as far as those are. */
+            uint64_t t = mono_ms(NULL) ^ (uint64_t)(uintptr_t)&c;
+            memcpy(c.isn_key, &t, sizeof t);
+        }
+        c.isn_key_set = true;
+    }
+    zbuf_ip_stack_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return -ENOMEM;
+    s->cfg = c;
+    s->arp_next = ZBUF_IP_NEVER;
+    s->next_port = (uint16_t)(49152 + (c.isn_key[0] | (c.isn_key[1] << 8)) % 16384);
+    zbuf_ip__tick(s);
+    *out = s;
+    return 0;
+}
+
+static void arp_drop_entry(struct arp_entry *e)
+{
+    for (unsigned i = 0; i < e->nqueue; i++)
+        zbuf_delete(e->queue[i]);
+    memset(e, 0, sizeof *e);
+}
+
+void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
+{
+    if (s == NULL)
+        return;
+    s->depth++; /* no reaping from inside the teardown */
+    zbuf_ip__tcp_free_all(s);
+    while (s->udps)
+        zbuf_ip_udp_delete(s->udps);
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++)
+        if (s->netifs[i].in_use)
+            zbuf_ip_netif_remove(&s->netifs[i]);
+    free(s);
+}
+
+uint64_t zbuf_ip_now(const zbuf_ip_stack_t *s)
+{
+    return s ? s->cfg.clock(s->cfg.clock_arg) : 0;
+}
+
+void zbuf_ip_stats(const zbuf_ip_stack_t *s, zbuf_ip_stats_t *out)
+{
+    if (s && out) {
+        *out = s->st;
+        out->tcp_pcbs = s->ntcp;
+        out->udp_pcbs = s->nudp;
+    }
+}
+
+bool zbuf_ip__need_tx_csum(zbuf_ip_stack_t *s, uint32_t dst)
+{
+    zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
+    return nif == NULL || !(nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD);
+}
+
+bool zbuf_ip__is_local(const zbuf_ip_stack_t *s, uint32_t a)
+{
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++)
+        if (s->netifs[i].in_use && s->netifs[i].cfg.addr == a)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------ interfaces */
+
+static bool mtu_ok(uint16_t mtu)
+{
+#if ZBUF_IP_MAX_MTU < 65535
+    if (mtu > ZBUF_IP_MAX_MTU)
+        return false;
+#endif
+    return mtu >= 576;
+}
+
+int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
+                      const zbuf_ip_driver_t *drv, void *ctx, zbuf_ip_netif_t **out)
+{
+    if (s == NULL || cfg == NULL || drv == NULL || drv->transmit == NULL || out == NULL ||
+        cfg->prefix_len > 32 || (cfg->mtu != 0 && !mtu_ok(cfg->mtu)))
+        return -EINVAL;
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
+        zbuf_ip_netif_t *n = &s->netifs[i];
+        if (n->in_use)
+            continue;
+        memset(n, 0, sizeof *n);
+        n->stack = s;
+        n->cfg = *cfg;
+        if (n->cfg.mtu == 0)
+            n->cfg.mtu = 1500;
+        n->mask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
+        n->drv = *drv;
+        n->ctx = ctx;
+        n->in_use = true;
+        *out = n;
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
+{
+    if (nif == NULL || !nif->in_use)
+        return;
+    zbuf_ip_stack_t *s = nif->stack;
+    for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++)
+        if (s->arp[i].state != ARP_FREE && s->arp[i].nif == nif)
+            arp_drop_entry(&s->arp[i]);
+    nif->in_use = false;
+    if (nif->drv.detach)
+        nif->drv.detach(nif->ctx);
+}
+
+zbuf_ip_stack_t *zbuf_ip_netif_stack(const zbuf_ip_netif_t *nif)
+{
+    return nif ? nif->stack : NULL;
+}
+
+uint32_t zbuf_ip_netif_addr(const zbuf_ip_netif_t *nif)
+{
+    return nif ? nif->cfg.addr : 0;
+}
+
+static int driver_tx(zbuf_ip_netif_t *nif, zbuf_t *frame)
+{
+    zbuf_ip_stack_t *s = nif->stack;
+    s->st.tx_frames++;
+    s->st.tx_bytes += zbuf_length(frame);
+    return nif->drv.transmit(nif->ctx, frame);
+}
+
+/* Prepend an Ethernet header and transmit; consumes `pkt`. */
+static int eth_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, const uint8_t dst[6], uint16_t type)
+{
+    uint8_t *h;
+    if (zbuf_prepend_space(pkt, ETH_HLEN, (void **)&h) != 0) {
+        zbuf_delete(pkt);
+        return -ENOMEM;
+    }
+    memcpy(h, dst, 6);
+    memcpy(h + 6, nif->cfg.mac, 6);
+    put16(h + 12, type);
+    return driver_tx(nif, pkt);
+}
+
+/* ------------------------------------------------------------------- ARP */
+
+static int arp_send(zbuf_ip_netif_t *nif, uint16_t op, const uint8_t tha[6], uint32_t tpa,
+                    const uint8_t eth_dst[6])
+{
+    zbuf_t *z;
+    uint8_t *a;
+    if (zbuf_create(&z) != 0)
+        return -ENOMEM;
+    /* 28 bytes of ARP plus 18 of padding up to the 60-byte Ethernet minimum. */
+    if (zbuf_append_space(z, 46, (void **)&a) != 0) {
+        zbuf_delete(z);
+        return -ENOMEM;
+    }
+    memset(a, 0, 46);
+    put16(a, 1);
+    put16(a + 2, ETH_TYPE_IP);
+    a[4] = 6;
+    a[5] = 4;
+    put16(a + 6, op);
+    memcpy(a + 8, nif->cfg.mac, 6);
+    put32(a + 14, nif->cfg.addr);
+    memcpy(a + 18, tha, 6);
+    put32(a + 24, tpa);
+    if (op == 1)
+        nif->stack->st.arp_requests_tx++;
+    else
+        nif->stack->st.arp_replies_tx++;
+    return eth_output(nif, z, eth_dst, ETH_TYPE_ARP);
+}
+
+/* Keep s->arp_next, the earliest ARP deadline, a lower bound. */
+static void arp_note(zbuf_ip_stack_t *s, uint64_t deadline)
+{
+    if (deadline < s->arp_next)
+        s->arp_next = deadline;
+}
+
+static struct arp_entry *arp_find(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uint32_t ip)
+{
+    for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
+        struct arp_entry *e = &s->arp[i];
+        if (e->state != ARP_FREE && e->ip == ip && e->nif == nif)
+            return e;
+    }
+    return NULL;
+}
+
+/* A free entry, or the resolved one closest to expiry; NULL if every entry is
+ * pending (a flood of unresolvable addresses must not evict good ones). */
+static struct arp_entry *arp_alloc(zbuf_ip_stack_t *s)
+{
+    struct arp_entry *victim = NULL;
+    for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
+        struct arp_entry *e = &s->arp[i];
+        if (e->state == ARP_FREE)
+            return e;
+        if (e->state == ARP_VALID && (victim == NULL || e->deadline < victim->deadline))
+            victim = e;
+    }
+    if (victim)
+        arp_drop_entry(victim);
+    return victim;
+}
+
+static void arp_set_valid(zbuf_ip_stack_t *s, struct arp_entry *e, const uint8_t mac[6])
+{
+    memcpy(e->mac, mac, 6);
+    e->state = ARP_VALID;
+    e->deadline = s->now + ZBUF_IP_ARP_MAX_AGE_MS;
+    arp_note(s, e->deadline);
+    /* Send what waited, in order.  Take the queue first: a driver's
+     * transmit cannot re-enter ARP, but stay safe. */
+    unsigned n = e->nqueue;
+    zbuf_t *q[ZBUF_IP_ARP_QUEUE];
+    memcpy(q, e->queue, n * sizeof q[0]);
+    e->nqueue = 0;
+    for (unsigned i = 0; i < n; i++)
+        eth_output(e->nif, q[i], e->mac, ETH_TYPE_IP);
+}
+
+static int arp_input(zbuf_ip_netif_t *nif, zbuf_t *z)
+{
+    zbuf_ip_stack_t *s = nif->stack;
+    uint8_t tmp[28];
+    const uint8_t *a = zbuf_ip__hdr(z, 0, 28, tmp);
+    int rc = 0;
+    if (a == NULL || get16(a) != 1 || get16(a + 2) != ETH_TYPE_IP || a[4] != 6 || a[5] != 4) {
+        s->st.bad_arp++;
+        rc = -EBADMSG;
+        goto out;
+    }
+    uint16_t op = get16(a + 6);
+    uint8_t sha[6];
+    memcpy(sha, a + 8, 6);
+    uint32_t spa = get32(a + 14), tpa = get32(a + 24);
+    if ((op != 1 && op != 2) || (sha[0] & 1) || spa == nif->cfg.addr || bad_source(spa)) {
+        s->st.bad_arp++; /* multicast sender or someone claiming our address */
+        rc = -EBADMSG;
+        goto out;
+    }
+    if (spa != 0) {
+        struct arp_entry *e = arp_find(s, nif, spa);
+        if (e == NULL && tpa == nif->cfg.addr) {
+            /* They talk to us: we will likely answer them, remember them. */
+            e = arp_alloc(s);
+            if (e) {
+                e->ip = spa;
+                e->nif = nif;
+            }
+        }
+        if (e)
+            arp_set_valid(s, e, sha);
+    }
+    if (op == 1 && tpa == nif->cfg.addr && spa != 0)
+        arp_send(nif, 2, sha, spa, sha);
+    else if (op == 1 && tpa == nif->cfg.addr) /* RFC 5227 probe: answer by broadcast */
+        arp_send(nif, 2, sha, 0, bcast_mac);
+out:
+    zbuf_delete(z);
+    if (rc != 0)
+        s->st.rx_drops++;
+    return rc;
+}
+
+/* Send IP packet `pkt` to `nexthop` on `nif`, resolving its address first if
+ * needed.  Consumes `pkt`. */
+static int arp_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, uint32_t nexthop)
+{
+    zbuf_ip_stack_t *s = nif->stack;
+    if (is_bcast(nif, nexthop))
+        return eth_output(nif, pkt, bcast_mac, ETH_TYPE_IP);
+    struct arp_entry *e = arp_find(s, nif, nexthop);
+    if (e && e->state == ARP_VALID)
+        return eth_output(nif, pkt, e->mac, ETH_TYPE_IP);
+    if (e == NULL) {
+        e = arp_alloc(s);
+        if (e == NULL) {
+            s->st.arp_queue_drops++;
+            zbuf_delete(pkt);
+            return -ENOBUFS;
+        }
+        e->state = ARP_PENDING;
+        e->ip = nexthop;
+        e->nif = nif;
+        e->tries = 1;
+        e->deadline = s->now + ZBUF_IP_ARP_RETRY_MS;
+        arp_note(s, e->deadline);
+        static const uint8_t zero[6];
+        arp_send(nif, 1, zero, nexthop, bcast_mac);
+    }
+    if (e->nqueue == ZBUF_IP_ARP_QUEUE) {
+        s->st.arp_queue_drops++;
+        zbuf_delete(pkt);
+        return -ENOBUFS;
+    }
+    e->queue[e->nqueue++] = pkt;
+    return 0;
+}
+
+static int arp_timers(zbuf_ip_stack_t *s)
+{
+    int n = 0;
+    if (s->now < s->arp_next)
+        return 0; /* nothing due: skip the scan (every poll comes here) */
+    s->arp_next = ZBUF_IP_NEVER;
+    for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
+        struct arp_entry *e = &s->arp[i];
+        if (e->state == ARP_FREE)
+            continue;
+        if (e->deadline > s->now) {
+            arp_note(s, e->deadline);
+            continue;
+        }
+        n++;
+        if (e->state == ARP_VALID || e->tries >= ZBUF_IP_ARP_TRIES) {
+            s->st.arp_queue_drops += e->nqueue;
+            arp_drop_entry(e);
+            continue;
+        }
+        static const uint8_t zero[6];
+        e->tries++;
+        e->deadline = s->now + ZBUF_IP_ARP_RETRY_MS;
+        arp_note(s, e->deadline);
+        arp_send(e->nif, 1, zero, e->ip, bcast_mac);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ IPv4 */
+
+zbuf_ip_netif_t *zbuf_ip__route(zbuf_ip_stack_t *s, uint32_t dst)
+{
+    zbuf_ip_netif_t *gw = NULL;
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
+        zbuf_ip_netif_t *n = &s->netifs[i];
+        if (!n->in_use)
+            continue;
+        if (dst == 0xffffffffu || (dst & n->mask) == (n->cfg.addr & n->mask))
+            return n;
+        if (gw == NULL && n->cfg.gateway != 0)
+            gw = n;
+    }
+    return gw;
+}
+
+static uint16_t ip_id_next(zbuf_ip_stack_t *s)
+{
+    return (uint16_t)(s->st.tx_frames * 0x9e37u + 1);
+}
+
+int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst, uint8_t proto)
+{
+    zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
+    if (nif == NULL || zbuf_ip__is_local(s, dst) || dst == 0) {
+        zbuf_delete(pkt);
+        return -ENETUNREACH;
+    }
+    size_t total = zbuf_length(pkt) + IP_HLEN;
+    if (total > nif->cfg.mtu) {
+        zbuf_delete(pkt);
+        return -EMSGSIZE;
+    }
+    uint8_t *h;
+    if (zbuf_prepend_space(pkt, IP_HLEN, (void **)&h) != 0) {
+        zbuf_delete(pkt);
+        return -ENOMEM;
+    }
+    if (src == 0)
+        src = nif->cfg.addr;
+    h[0] = 0x45;
+    h[1] = 0;
+    put16(h + 2, (uint16_t)total);
+    put16(h + 4, ip_id_next(s));
+    put16(h + 6, 0x4000); /* DF: we never fragment */
+    h[8] = ZBUF_IP_TTL;
+    h[9] = proto;
+    put16(h + 10, 0);
+    put32(h + 12, src);
+    put32(h + 16, dst);
+    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_mem(h, IP_HLEN, 0)));
+    uint32_t nexthop = dst;
+    if (dst != 0xffffffffu && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
+        nexthop = nif->cfg.gateway;
+    return arp_output(nif, pkt, nexthop);
+}
+
+/* ------------------------------------------------------------------ ICMP */
+
+static int icmp_send(zbuf_ip_stack_t *s, zbuf_t *payload, uint8_t type, uint16_t id,
+                     uint16_t seq, uint32_t src, uint32_t dst)
+{
+    uint8_t *h;
+    if (zbuf_prepend_space(payload, ICMP_HLEN, (void **)&h) != 0) {
+        zbuf_delete(payload);
+        return -ENOMEM;
+    }
+    h[0] = type;
+    h[1] = 0;
+    put16(h + 2, 0);
+    put16(h + 4, id);
+    put16(h + 6, seq);
+    put16(h + 2, zbuf_ip__fold(zbuf_ip__sum_zbuf(payload, 0, zbuf_length(payload), 0)));
+    return zbuf_ip__output(s, payload, src, dst, IP_PROTO_ICMP);
+}
+
+static int icmp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t dst)
+{
+    zbuf_ip_stack_t *s = nif->stack;
+    uint8_t tmp[ICMP_HLEN];
+    const uint8_t *h = zbuf_ip__hdr(z, 0, ICMP_HLEN, tmp);
+    if (h == NULL) {
+        s->st.bad_icmp++;
+        goto drop;
+    }
+    if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, zbuf_length(z), 0))) {
+        s->st.bad_checksum++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -EPROTO;
+    }
+    uint8_t type = h[0], code = h[1];
+    uint16_t id = get16(h + 4), seq = get16(h + 6);
+    if (type == 8 && code == 0 && dst == nif->cfg.addr) {
+        s->st.icmp_echo_rx++;
+        /* Echo the request's own payload segments behind a new header. */
+        zbuf_cut(z, 0, ICMP_HLEN, NULL);
+        s->st.icmp_echo_tx++;
+        icmp_send(s, z, 0, id, seq, dst, src);
+        return 0;
+    }
+    if (type == 0 && code == 0 && s->cfg.ping_reply) {
+        zbuf_cut(z, 0, ICMP_HLEN, NULL);
+        s->cfg.ping_reply(s->cfg.ping_arg, src, id, seq, z);
+        return 0;
+    }
+drop:
+    zbuf_delete(z);
+    s->st.rx_drops++;
+    return h == NULL ? -EBADMSG : -ENOENT;
+}
+
+int zbuf_ip_ping(zbuf_ip_stack_t *s, uint32_t dst, uint16_t id, uint16_t seq, zbuf_t *data)
+{
+    if (s == NULL)
+        return -EINVAL;
+    if (zbuf_ip__route(s, dst) == NULL)
+        return -ENETUNREACH;
+    zbuf_t *z = data;
+    if (z == NULL && zbuf_create(&z) != 0)
+        return -ENOMEM;
+    enter(s);
+    icmp_send(s, z, 8, id, seq, 0, dst); /* consumed either way: a drop is a loss */
+    leave(s);
+    return 0;
+}
+
+/* ------------------------------------------------------------------- UDP */
+
+static zbuf_ip_udp_t *udp_lookup(zbuf_ip_stack_t *s, uint32_t addr, uint16_t port)
+{
+    for (zbuf_ip_udp_t *u = s->udps; u; u = u->next)
+        if (u->bound && u->lport == port && (u->laddr == ZBUF_IP_ANY || u->laddr == addr))
+            return u;
+    return NULL;
+}
+
+static int udp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t dst)
+{
+    zbuf_ip_stack_t *s = nif->stack;
+    uint8_t tmp[UDP_HLEN];
+    const uint8_t *h = zbuf_ip__hdr(z, 0, UDP_HLEN, tmp);
+    size_t len = zbuf_length(z);
+    if (h == NULL || get16(h + 4) < UDP_HLEN || get16(h + 4) > len) {
+        s->st.bad_udp++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -EBADMSG;
+    }
+    uint16_t sport = get16(h), dport = get16(h + 2), ulen = get16(h + 4), ck = get16(h + 6);
+    if (ulen < len)
+        zbuf_cut(z, ulen, ZBUF_TO_END, NULL);
+    if (ck != 0 && zbuf_ip__verify_rx(s) &&
+        zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, ulen, zbuf_ip__pseudo(src, dst, IP_PROTO_UDP, ulen)))) {
+        s->st.bad_checksum++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -EPROTO;
+    }
+    zbuf_ip_udp_t *u = udp_lookup(s, dst, dport);
+    if (u == NULL || u->recv == NULL) {
+        s->st.udp_no_port++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -ENOENT;
+    }
+    zbuf_cut(z, 0, UDP_HLEN, NULL);
+    s->st.udp_rx++;
+    s->st.udp_payload_rx += zbuf_length(z);
+    u->recv(u->arg, u, z, src, sport);
+    return 0;
+}
+
+int zbuf_ip_udp_new(zbuf_ip_stack_t *s, zbuf_ip_udp_t **out)
+{
+    if (s == NULL || out == NULL)
+        return -EINVAL;
+    if (s->nudp >= ZBUF_IP_UDP_PCBS)
+        return -ENOSPC;
+    zbuf_ip_udp_t *u = calloc(1, sizeof *u);
+    if (u == NULL)
+        return -ENOMEM;
+    u->stack = s;
+    u->next = s->udps;
+    s->udps = u;
+    s->nudp++;
+    *out = u;
+    return 0;
+}
+
+int zbuf_ip_udp_bind(zbuf_ip_udp_t *u, uint32_t addr, uint16_t port)
+{
+    if (u == NULL || u->bound)
+        return -EINVAL;
+    zbuf_ip_stack_t *s = u->stack;
+    if (port == 0) {
+        for (int tries = 0; tries < 16384; tries++) {
+            uint16_t p = s->next_port++;
+            if (s->next_port == 0)
+                s->next_port = 49152;
+            if (p >= 49152 && udp_lookup(s, addr, p) == NULL) {
+                port = p;
+                break;
+            }
+        }
+        if (port == 0)
+            return -EADDRINUSE;
+    } else {
+        for (zbuf_ip_udp_t *o = s->udps; o; o = o->next)
+            if (o->bound && o->lport == port &&
+                (o->laddr == addr || o->laddr == ZBUF_IP_ANY || addr == ZBUF_IP_ANY))
+                return -EADDRINUSE;
+    }
+    u->laddr = addr;
+    u->lport = port;
+    u->bound = true;
+    return 0;
+}
+
+void zbuf_ip_udp_set_recv(zbuf_ip_udp_t *u, zbuf_ip_udp_recv_cb cb, void *arg)
+{
+    if (u) {
+        u->recv = cb;
+        u->arg = arg;
+    }
+}
+
+int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dport)
+{
+    if (u == NULL || data == NULL || dport == 0)
+        return -EINVAL;
+    zbuf_ip_stack_t *s = u->stack;
+    if (!u->bound) {
+        int rc = zbuf_ip_udp_bind(u, ZBUF_IP_ANY, 0);
+        if (rc)
+            return rc;
+    }
+    zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
+    if (nif == NULL || zbuf_ip__is_local(s, dst) || dst == 0)
+        return -ENETUNREACH;
+    size_t plen = zbuf_length(data);
+    if (plen + UDP_HLEN + IP_HLEN > nif->cfg.mtu)
+        return -EMSGSIZE;
+    uint8_t *h;
+    int rc = zbuf_prepend_space(data, UDP_HLEN, (void **)&h);
+    if (rc)
+        return rc;
+    enter(s);
+    uint32_t src = u->laddr ? u->laddr : nif->cfg.addr;
+    uint16_t ulen = (uint16_t)(plen + UDP_HLEN);
+    put16(h, u->lport);
+    put16(h + 2, dport);
+    put16(h + 4, ulen);
+    put16(h + 6, 0);
+    if (!(nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD)) {
+        uint16_t ck = zbuf_ip__fold(
+            zbuf_ip__sum_zbuf(data, 0, ulen, zbuf_ip__pseudo(src, dst, IP_PROTO_UDP, ulen)));
+        put16(h + 6, ck ? ck : 0xffff);
+    }
+    s->st.udp_tx++;
+    s->st.udp_payload_tx += plen;
+    zbuf_ip__output(s, data, src, dst, IP_PROTO_UDP);
+    leave(s);
+    return 0;
+}
+
+void zbuf_ip_udp_delete(zbuf_ip_udp_t *u)
+{
+    if (u == NULL)
+        return;
+    zbuf_ip_stack_t *s = u->stack;
+    for (zbuf_ip_udp_t **pp = &s->udps; *pp; pp = &(*pp)->next)
+        if (*pp == u) {
+            *pp = u->next;
+            break;
+        }
+    s->nudp--;
+    free(u);
+}
+
+/* ----------------------------------------------------------- IPv4 input */
+
+static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z)
+{
+    zbuf_ip_stack_t *s = nif->stack;
+    uint8_t tmp[IP_HLEN];
+    size_t len = zbuf_length(z);
+    const uint8_t *h = zbuf_ip__hdr(z, 0, IP_HLEN, tmp);
+    size_t hlen = h ? (size_t)(h[0] & 0xf) * 4 : 0;
+    size_t total = h ? get16(h + 2) : 0;
+    if (h == NULL || (h[0] >> 4) != 4 || hlen < IP_HLEN || hlen > len || total < hlen ||
+        total > len) {
+        s->st.bad_ip++;
+        goto drop_bad;
+    }
+    if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
+        s->st.bad_checksum++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -EPROTO;
+    }
+    uint16_t frag = get16(h + 6);
+    uint8_t proto = h[9];
+    uint32_t src = get32(h + 12), dst = get32(h + 16);
+    if ((frag & 0x2000) || (frag & 0x1fff)) {
+        s->st.ip_frag_drops++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -EMSGSIZE;
+    }
+    if (bad_source(src) || (src == 0 && proto != IP_PROTO_UDP)) {
+        s->st.bad_ip++;
+        goto drop_bad;
+    }
+    if (dst != nif->cfg.addr && !is_bcast(nif, dst)) {
+        s->st.ip_not_ours++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -ENOENT;
+    }
+    if (total < len)
+        zbuf_cut(z, total, ZBUF_TO_END, NULL); /* Ethernet padding */
+    zbuf_cut(z, 0, hlen, NULL);                /* options, if any, are ignored */
+    switch (proto) {
+    case IP_PROTO_ICMP:
+        return icmp_input(nif, z, src, dst);
+    case IP_PROTO_UDP:
+        return udp_input(nif, z, src, dst);
+    case IP_PROTO_TCP:
+        if (dst != nif->cfg.addr) { /* no TCP to broadcast addresses */
+            s->st.bad_tcp++;
+            goto drop_bad;
+        }
+        zbuf_ip__tcp_input(s, z, src, dst);
+        return 0;
+    default:
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -EPROTONOSUPPORT;
+    }
+drop_bad:
+    zbuf_delete(z);
+    s->st.rx_drops++;
+    return -EBADMSG;
+}
+
+/* -------------------------------------------------------------- Ethernet */
+
+int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame)
+{
+    if (nif == NULL || !nif->in_use || frame == NULL) {
+        zbuf_delete(frame);
+        return -EINVAL;
+    }
+    zbuf_ip_stack_t *s = nif->stack;
+    enter(s);
+    s->st.rx_frames++;
+    s->st.rx_bytes += zbuf_length(frame);
+    uint8_t tmp[ETH_HLEN];
+    const uint8_t *h = zbuf_ip__hdr(frame, 0, ETH_HLEN, tmp);
+    int rc;
+    if (h == NULL) {
+        s->st.bad_eth++;
+        s->st.rx_drops++;
+        zbuf_delete(frame);
+        rc = -EBADMSG;
+    } else if (memcmp(h, nif->cfg.mac, 6) != 0 && memcmp(h, bcast_mac, 6) != 0) {
+        s->st.rx_drops++; /* someone else's unicast, or multicast we never joined */
+        zbuf_delete(frame);
+        rc = -ENOENT;
+    } else {
+        uint16_t type = get16(h + 12);
+        zbuf_cut(frame, 0, ETH_HLEN, NULL);
+        s->rx_trusted = (nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD) != 0;
+        if (type == ETH_TYPE_ARP) {
+            rc = arp_input(nif, frame);
+        } else if (type == ETH_TYPE_IP) {
+            rc = ip_input(nif, frame);
+        } else {
+            s->st.rx_drops++;
+            zbuf_delete(frame);
+            rc = -EPROTONOSUPPORT;
+        }
+        s->rx_trusted = false;
+    }
+    leave(s);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ poll */
+
+int zbuf_ip_poll(zbuf_ip_stack_t *s)
+{
+    if (s == NULL)
+        return -EINVAL;
+    enter(s);
+    int n = 0;
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
+        zbuf_ip_netif_t *nif = &s->netifs[i];
+        if (nif->in_use && nif->drv.poll) {
+            int r = nif->drv.poll(nif->ctx, ZBUF_IP_POLL_BUDGET);
+            if (r > 0)
+                n += r;
+        }
+    }
+    /* The clock was read on entry; the driver polls above take microseconds,
+     * not worth a second clock read on every poll. */
+    n += arp_timers(s);
+    n += zbuf_ip__tcp_timers(s);
+    leave(s);
+    return n;
+}
+
+uint64_t zbuf_ip_next_deadline(const zbuf_ip_stack_t *s)
+{
+    if (s == NULL)
+        return ZBUF_IP_NEVER;
+    uint64_t d = zbuf_ip__tcp_deadline(s);
+    if (s->arp_next < d)
+        d = s->arp_next; /* may be early (an entry went): a poll then finds nothing */
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
+        const zbuf_ip_netif_t *nif = &s->netifs[i];
+        if (nif->in_use && nif->drv.next_deadline) {
+            uint64_t t = nif->drv.next_deadline(nif->ctx);
+            if (t < d)
+                d = t;
+        }
+    }
+    return d;
+}

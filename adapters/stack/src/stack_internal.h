@@ -1,0 +1,185 @@
+/*
+ * Private declarations of the zbuf TCP/IP stack.  Names are zbuf_ip__
+ * (double underscore) and hidden.
+ *
+ * Layering, bottom to top:
+ *   netif/driver  -> eth.c-like code in stack.c (Ethernet, ARP, IPv4, ICMP, UDP)
+ *                 -> tcp.c
+ * Every packet is a zbuf.  On the way up each layer cuts its header off the
+ * front of the zbuf (zbuf_cut of a prefix only moves the first segment's
+ * offset), so what reaches the application are the driver's own segments.
+ * On the way down each layer prepends its header with zbuf_prepend_space().
+ */
+#ifndef ZBUF_IP_STACK_INTERNAL_H
+#define ZBUF_IP_STACK_INTERNAL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <zbuf/ip.h>
+
+#define ZBUF_IP__HIDDEN __attribute__((visibility("hidden")))
+
+/* Wire sizes. */
+#define ETH_HLEN 14
+#define ETH_TYPE_IP 0x0800
+#define ETH_TYPE_ARP 0x0806
+#define IP_HLEN 20
+#define IP_PROTO_ICMP 1
+#define IP_PROTO_TCP 6
+#define IP_PROTO_UDP 17
+#define UDP_HLEN 8
+#define TCP_HLEN 20
+#define ICMP_HLEN 8
+
+/* TCP flags. */
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_PSH 0x08
+#define TCP_ACK 0x10
+#define TCP_URG 0x20
+
+/* Big-endian helpers on raw bytes (headers are written into fresh header
+ * segments and read from peeked header bytes). */
+static inline uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+static inline uint32_t get32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+static inline void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* ------------------------------------------------------------- checksums */
+
+/* One's-complement sum of `len` bytes of `z` from `off`, continuing the
+ * partial sum `sum` (not folded, not complemented).  Walks the segments in
+ * place; a segment that starts at an odd position of the summed range has
+ * its partial sum byte-swapped, which is how odd segment lengths are
+ * handled without copying. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t len,
+                                           uint64_t sum);
+/* Partial sum of a flat buffer (even start). */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum);
+/* Fold and complement: the checksum field value (host order). */
+ZBUF_IP__HIDDEN uint16_t zbuf_ip__fold(uint64_t sum);
+/* Pseudo-header sum for TCP/UDP. */
+static inline uint64_t zbuf_ip__pseudo(uint32_t src, uint32_t dst, uint8_t proto, uint32_t len)
+{
+    return (uint64_t)(src >> 16) + (src & 0xffff) + (dst >> 16) + (dst & 0xffff) + proto + len;
+}
+
+/* ------------------------------------------------------------ ISN hash */
+
+/* SipHash-2-4 of `len` bytes under a 128-bit key. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__siphash(const uint8_t key[16], const void *data, size_t len);
+
+/* ----------------------------------------------------------------- stack */
+
+struct zbuf_ip_netif {
+    zbuf_ip_stack_t *stack;
+    zbuf_ip_netif_config_t cfg;
+    uint32_t mask;          /* from cfg.prefix_len */
+    zbuf_ip_driver_t drv;
+    void *ctx;
+    bool in_use;
+};
+
+enum arp_state { ARP_FREE = 0, ARP_PENDING, ARP_VALID };
+
+struct arp_entry {
+    uint8_t state;          /* enum arp_state */
+    uint8_t tries;          /* requests sent (PENDING) */
+    uint8_t mac[6];
+    uint32_t ip;
+    zbuf_ip_netif_t *nif;
+    uint64_t deadline;      /* PENDING: next retry; VALID: expiry */
+    zbuf_t *queue[ZBUF_IP_ARP_QUEUE]; /* PENDING: IP packets waiting */
+    unsigned nqueue;
+};
+
+struct zbuf_ip_udp {
+    zbuf_ip_stack_t *stack;
+    uint32_t laddr;
+    uint16_t lport;
+    bool bound;
+    zbuf_ip_udp_recv_cb recv;
+    void *arg;
+    struct zbuf_ip_udp *next;
+};
+
+struct zbuf_ip_tcp;
+
+struct zbuf_ip_stack {
+    zbuf_ip_config_t cfg;
+    uint64_t now;           /* clock sampled at the entry of each public call */
+    zbuf_ip_netif_t netifs[ZBUF_IP_MAX_NETIFS];
+    struct arp_entry arp[ZBUF_IP_ARP_ENTRIES];
+    struct zbuf_ip_udp *udps;
+    unsigned nudp;
+    struct zbuf_ip_tcp *tcps; /* every PCB, listeners included */
+    unsigned ntcp;
+    uint16_t next_port;     /* ephemeral port cursor */
+    uint64_t challenge_window; /* start of the current 1-second window */
+    unsigned challenge_count;
+    uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
+    zbuf_ip_stats_t st;
+    int depth;              /* nesting of public entry points (for deferred frees) */
+    bool rx_trusted;        /* the frame being processed came from a checksum-offload link */
+};
+
+/* Sample the clock (public entry points do this). */
+ZBUF_IP__HIDDEN void zbuf_ip__tick(zbuf_ip_stack_t *s);
+
+/* Send an IP packet: `pkt` holds the transport header and payload and is
+ * consumed in every case.  Prepends the IP header and routes it.
+ * Returns 0 or a negative errno (the packet was dropped). */
+ZBUF_IP__HIDDEN int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
+                                    uint8_t proto);
+/* The interface and source address used to reach dst; NULL if none. */
+ZBUF_IP__HIDDEN zbuf_ip_netif_t *zbuf_ip__route(zbuf_ip_stack_t *s, uint32_t dst);
+/* Whether received checksums must be verified now. */
+static inline bool zbuf_ip__verify_rx(const zbuf_ip_stack_t *s)
+{
+    return !s->cfg.skip_rx_checksum && !s->rx_trusted;
+}
+/* Whether segments to `dst` need a computed TCP/UDP checksum. */
+ZBUF_IP__HIDDEN bool zbuf_ip__need_tx_csum(zbuf_ip_stack_t *s, uint32_t dst);
+/* Is `a` one of our addresses? */
+ZBUF_IP__HIDDEN bool zbuf_ip__is_local(const zbuf_ip_stack_t *s, uint32_t a);
+
+/* Copy up to `len` header bytes starting at `off` into `tmp` unless they are
+ * contiguous, and return where they are.  Header bytes are read for parsing,
+ * like the cursor's integer reads; payload is never read this way. */
+ZBUF_IP__HIDDEN const uint8_t *zbuf_ip__hdr(const zbuf_t *z, size_t off, size_t len,
+                                            uint8_t *tmp);
+
+/* ------------------------------------------------------------------- TCP */
+
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *seg, uint32_t src,
+                                        uint32_t dst);
+ZBUF_IP__HIDDEN int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s);
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s);
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s);
+/* Free PCBs closed while callbacks were running. */
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_reap(zbuf_ip_stack_t *s);
+/* Send a RST in answer to a segment nobody owns. */
+ZBUF_IP__HIDDEN int zbuf_ip__tcp_isn(zbuf_ip_stack_t *s, uint32_t laddr, uint16_t lport,
+                                     uint32_t raddr, uint16_t rport, uint32_t *isn);
+
+#endif

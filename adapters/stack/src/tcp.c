@@ -1,0 +1,1874 @@
+/*
+ * TCP (RFC 9293) with RFC 5961 (blind in-window attacks), RFC 6298 (RTO,
+ * Karn), RFC 5681/6582 (congestion control, NewReno), RFC 7323 (window
+ * scaling only: no timestamps), RFC 6528 (keyed-hash ISNs), RFC 2018 SACK.
+ *
+ * SACK: SACK-permitted is offered (and answered) because the receiver side
+ * really works: every ACK sent while the out-of-order queue holds data
+ * carries blocks built from that queue, the latest arrival's block first,
+ * so a Linux sender recovers several losses per round trip instead of
+ * stalling on timeouts.  The sender side keeps a small scoreboard of the
+ * peer's blocks: it starts fast recovery when three segments' worth are
+ * reported above snd_una (which also works when the peer's ACKs ride on
+ * data and so are never "duplicate"), and resends one hole per ACK.  No
+ * D-SACK, no timestamps.
+ *
+ * Buffers
+ * -------
+ * Send: `sndq` is one zbuf holding every byte written and not yet
+ * acknowledged; byte i of it has sequence number snd_una + i.  A segment on
+ * the wire is zbuf_dup(sndq, off, len) behind a fresh header segment, so the
+ * driver gets its own zbuf and the queue is never modified by it.  An ACK
+ * cuts the acknowledged prefix off `sndq`, which drops the references and
+ * runs the release callbacks of buffers nobody else holds.
+ *
+ * Receive: in-order payload is handed to the application as the very zbuf
+ * that came up from the driver, headers cut away.  Out-of-order payload is
+ * kept as such zbufs in a list sorted by sequence number, without overlap,
+ * bounded by #ZBUF_IP_TCP_OOO_SEGS entries and by the advertised window.
+ *
+ * PCB life cycle
+ * --------------
+ * The application owns a PCB from zbuf_ip_tcp_new() (or from the accept
+ * callback) until zbuf_ip_tcp_close()/zbuf_ip_tcp_abort() or the error
+ * callback.  After close the stack owns it until the connection ends.  A
+ * PCB is never freed while a callback may still be running on it: it is
+ * marked `dead` and freed when the outermost stack call returns
+ * (zbuf_ip__tcp_reap()).
+ */
+#include <stdlib.h>
+
+#include "stack_internal.h"
+
+#define SEQ_LT(a, b) ((int32_t)((uint32_t)(a) - (uint32_t)(b)) < 0)
+#define SEQ_LEQ(a, b) ((int32_t)((uint32_t)(a) - (uint32_t)(b)) <= 0)
+#define SEQ_GT(a, b) SEQ_LT(b, a)
+#define SEQ_GEQ(a, b) SEQ_LEQ(b, a)
+
+struct ooo {
+    uint32_t seq;      /* first byte */
+    uint32_t len;      /* payload bytes (zbuf_length(z)) */
+    bool fin;          /* a FIN follows the last byte */
+    zbuf_t *z;         /* payload, the driver's segments */
+    struct ooo *next;  /* sorted by seq, no overlap */
+};
+
+struct zbuf_ip_tcp {
+    zbuf_ip_stack_t *stack;
+    struct zbuf_ip_tcp *next;       /* stack's list */
+    uint8_t state;                  /* zbuf_ip_tcp_state_t */
+    bool dead;                      /* freed at the next reap; invisible to lookups */
+    bool app_closed;                /* zbuf_ip_tcp_close() called: no more callbacks */
+    bool bound;
+    bool nodelay;
+    bool fin_queued;                /* the application shut down its direction */
+    bool fin_acked;                 /* our FIN was acknowledged */
+    bool fin_rcvd;                  /* the peer's FIN was taken in order */
+    bool ack_now;                   /* send an ACK at the end of this step */
+    bool in_recovery;               /* NewReno fast recovery */
+    bool timing;                    /* an RTT measurement runs (Karn: never on retransmits) */
+    bool have_rtt;                  /* srtt/rttvar hold a sample */
+    bool ws_ok;                     /* both sides sent window scale */
+    bool sack_ok;                   /* both sides sent SACK-permitted: our ACKs carry
+                                       SACK blocks describing the out-of-order queue */
+    bool output_pending;            /* burst limit hit: continue on the next poll */
+    uint8_t snd_wscale, rcv_wscale; /* shifts: peer's window field, our window field */
+    uint8_t dupacks;
+    uint8_t nrexmit;                /* consecutive timeouts of the same data */
+    uint8_t persist_shift;
+
+    uint32_t laddr, raddr;
+    uint16_t lport, rport;
+
+    zbuf_ip_tcp_callbacks_t cb;
+    void *arg;
+    struct zbuf_ip_tcp *listener;   /* SYN_RCVD child: its listener, until accepted */
+    unsigned backlog, pending;      /* listener: limit, children not yet accepted */
+
+    /* Send sequence space.  snd_una <= snd_nxt <= snd_max; snd_nxt goes back
+     * to snd_una after a timeout (go-back-N), snd_max is the highest sent. */
+    uint32_t iss, snd_una, snd_nxt, snd_max;
+    uint32_t snd_wnd, max_snd_wnd, snd_wl1, snd_wl2;
+    uint32_t cwnd, ssthresh, recover;
+    uint16_t mss;                   /* send MSS: the peer's, clamped */
+    zbuf_t *sndq;                   /* unacknowledged and unsent bytes from snd_una */
+    uint32_t snd_buf;
+
+    /* SACK scoreboard (RFC 6675, simplified): byte ranges above snd_una the
+     * peer reported holding, sorted, merged.  In fast recovery the holes
+     * between them are resent one per ACK from rexmit_next on. */
+#define SACK_RANGES 8
+    uint32_t sk[SACK_RANGES][2];
+    unsigned nsk;
+    uint32_t rexmit_next;
+
+    uint32_t rtt_seq;               /* timed segment: sample when ack passes it */
+    uint64_t rtt_start;
+    uint32_t srtt8, rttvar4, rto;   /* srtt*8, rttvar*4, ms */
+
+    /* Receive sequence space. */
+    uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge advertised, never moves left */
+    uint32_t rcv_buf;
+    size_t rcv_held;                /* delivered, not yet zbuf_ip_tcp_recved() */
+    unsigned segs_unacked;          /* in-order segments since our last ACK */
+    struct ooo *ooo;
+    unsigned nooo;
+    size_t ooo_bytes;
+    uint32_t ooo_last;              /* first byte of the latest segment queued out of
+                                       order (its block is reported first, RFC 2018) */
+
+    /* Timers: absolute clock values, 0 when off. */
+    uint64_t t_rtx, t_persist, t_delack, t_2msl;
+
+    uint64_t retransmits;
+};
+
+static const char *const state_names[] = {
+    "CLOSED",     "LISTEN",     "SYN_SENT",   "SYN_RCVD", "ESTABLISHED", "FIN_WAIT_1",
+    "FIN_WAIT_2", "CLOSE_WAIT", "CLOSING",    "LAST_ACK", "TIME_WAIT",
+};
+
+const char *zbuf_ip_tcp_state_name(zbuf_ip_tcp_state_t st)
+{
+    return (unsigned)st < sizeof state_names / sizeof state_names[0] ? state_names[st] : "?";
+}
+
+static uint32_t umin32(uint32_t a, uint32_t b)
+{
+    return a < b ? a : b;
+}
+
+static bool synchronized(const zbuf_ip_tcp_t *t)
+{
+    return t->state >= ZBUF_IP_TCP_ESTABLISHED;
+}
+
+/* ------------------------------------------------------------- life cycle */
+
+static void ooo_clear(zbuf_ip_tcp_t *t)
+{
+    while (t->ooo) {
+        struct ooo *o = t->ooo;
+        t->ooo = o->next;
+        zbuf_delete(o->z);
+        free(o);
+    }
+    t->nooo = 0;
+    t->ooo_bytes = 0;
+}
+
+/* Mark `t` for freeing: from now on it is invisible and silent.  Buffers it
+ * holds are dropped right away, so release callbacks of unacknowledged data
+ * run now. */
+static void pcb_kill(zbuf_ip_tcp_t *t)
+{
+    if (t->dead)
+        return;
+    zbuf_ip_stack_t *s = t->stack;
+    if (t->listener) {
+        t->listener->pending--;
+        t->listener = NULL;
+    }
+    /* Children of a dying listener go with it. */
+    if (t->state == ZBUF_IP_TCP_LISTEN)
+        for (zbuf_ip_tcp_t *c = s->tcps; c; c = c->next)
+            if (c->listener == t) {
+                c->listener = NULL;
+                c->app_closed = true;
+                pcb_kill(c);
+            }
+    t->dead = true;
+    s->ntcp--; /* the slot is free now; the memory goes at the next reap */
+    t->state = ZBUF_IP_TCP_CLOSED;
+    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = 0;
+    t->output_pending = false;
+    zbuf_delete(t->sndq);
+    t->sndq = NULL;
+    ooo_clear(t);
+}
+
+void zbuf_ip__tcp_reap(zbuf_ip_stack_t *s)
+{
+    for (zbuf_ip_tcp_t **pp = &s->tcps; *pp;) {
+        zbuf_ip_tcp_t *t = *pp;
+        if (t->dead) {
+            *pp = t->next;
+            free(t);
+        } else {
+            pp = &t->next;
+        }
+    }
+}
+
+void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s)
+{
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+        t->listener = NULL;
+        t->app_closed = true;
+        pcb_kill(t);
+    }
+    zbuf_ip__tcp_reap(s);
+}
+
+/* The connection failed: tell the application (unless it closed) and free. */
+static void pcb_fail(zbuf_ip_tcp_t *t, int err)
+{
+    if (t->dead)
+        return;
+    bool tell = !t->app_closed && t->listener == NULL && t->cb.error;
+    zbuf_ip_tcp_callbacks_t cb = t->cb;
+    void *arg = t->arg;
+    pcb_kill(t);
+    if (tell)
+        cb.error(arg, err);
+}
+
+/* The connection ended normally (TIME_WAIT over, LAST_ACK acked): free it if
+ * the application gave it back, else keep it CLOSED until it does. */
+static void pcb_finish(zbuf_ip_tcp_t *t)
+{
+    t->state = ZBUF_IP_TCP_CLOSED;
+    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = 0;
+    if (t->app_closed)
+        pcb_kill(t);
+}
+
+static zbuf_ip_tcp_t *pcb_alloc(zbuf_ip_stack_t *s)
+{
+    if (s->ntcp >= ZBUF_IP_TCP_PCBS) {
+        /* Recycle the oldest TIME_WAIT connection, as lwIP does: it has
+         * nothing left to deliver. */
+        zbuf_ip_tcp_t *victim = NULL;
+        for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next)
+            if (!t->dead && t->state == ZBUF_IP_TCP_TIME_WAIT &&
+                (victim == NULL || t->t_2msl < victim->t_2msl))
+                victim = t;
+        if (victim == NULL) {
+            s->st.tcp_pcb_limit++;
+            return NULL;
+        }
+        victim->app_closed = true;
+        pcb_kill(victim);
+    }
+    zbuf_ip_tcp_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    if (zbuf_create(&t->sndq) != 0) {
+        free(t);
+        return NULL;
+    }
+    t->stack = s;
+    t->snd_buf = s->cfg.tcp_snd_buf;
+    t->rcv_buf = s->cfg.tcp_rcv_buf;
+    t->rto = ZBUF_IP_TCP_RTO_INIT_MS;
+    t->mss = ZBUF_IP_TCP_DEFAULT_MSS;
+    t->next = s->tcps;
+    s->tcps = t;
+    s->ntcp++;
+    return t;
+}
+
+int zbuf_ip__tcp_isn(zbuf_ip_stack_t *s, uint32_t laddr, uint16_t lport, uint32_t raddr,
+                     uint16_t rport, uint32_t *isn)
+{
+    /* RFC 6528: ISN = M + F(4-tuple, key), M a 4-microsecond clock. */
+    uint8_t b[12];
+    put32(b, laddr);
+    put16(b + 4, lport);
+    put32(b + 6, raddr);
+    put16(b + 10, rport);
+    *isn = (uint32_t)zbuf_ip__siphash(s->cfg.isn_key, b, sizeof b) + (uint32_t)(s->now * 250u);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- output */
+
+/* Window to advertise now, and move rcv_adv (never left). */
+static uint32_t rcv_window(zbuf_ip_tcp_t *t)
+{
+    uint32_t space = t->rcv_held >= t->rcv_buf ? 0 : t->rcv_buf - (uint32_t)t->rcv_held;
+    uint32_t cur = t->rcv_adv - t->rcv_nxt; /* what the peer may send now */
+    if (SEQ_LT(t->rcv_adv, t->rcv_nxt))
+        cur = 0;
+    /* Receiver silly-window avoidance: only move the right edge by a
+     * worthwhile amount. */
+    if (space > cur && (space - cur >= umin32(t->rcv_buf / 2, t->mss) || cur == 0))
+        t->rcv_adv = t->rcv_nxt + space;
+    uint32_t w = t->rcv_adv - t->rcv_nxt;
+    if (SEQ_LT(t->rcv_adv, t->rcv_nxt))
+        w = 0;
+    return w;
+}
+
+/* SACK option (RFC 2018) describing the out-of-order queue: contiguous runs
+ * of queued segments, the run holding the latest arrival first, then the
+ * others in sequence order; as many as fit beside `len` payload bytes in one
+ * MSS (4 at most).  Writes NOP NOP kind len blocks... into `o`, returns its
+ * length (0 if no block fits). */
+static size_t sack_blocks(const zbuf_ip_tcp_t *t, uint8_t *o, size_t len)
+{
+    size_t room = t->mss > len + 4 ? (t->mss - len - 4) / 8 : 0;
+    unsigned max = room < 4 ? (unsigned)room : 4;
+    if (max == 0)
+        return 0;
+    /* Walk the runs of adjacent segments: keep the one holding the latest
+     * arrival and the first three others (constant stack, any queue size). */
+    uint32_t blk[4][2];
+    unsigned n = 1;
+    bool have_first = false;
+    const struct ooo *q = t->ooo;
+    while (q) {
+        uint32_t lo = q->seq, hi = q->seq + q->len;
+        for (q = q->next; q && q->seq == hi; q = q->next)
+            hi = q->seq + q->len;
+        if (lo == hi)
+            continue;
+        if (!have_first && SEQ_GEQ(t->ooo_last, lo) && SEQ_LT(t->ooo_last, hi)) {
+            blk[0][0] = lo;
+            blk[0][1] = hi;
+            have_first = true;
+        } else if (n < 4) {
+            blk[n][0] = lo;
+            blk[n][1] = hi;
+            n++;
+        }
+    }
+    unsigned start = have_first ? 0 : 1; /* no run holds it: report the others */
+    unsigned k = 0;
+    for (unsigned i = start; i < n && k < max; i++, k++) {
+        put32(o + 4 + 8 * k, blk[i][0]);
+        put32(o + 8 + 8 * k, blk[i][1]);
+    }
+    if (k == 0)
+        return 0;
+    o[0] = 1;
+    o[1] = 1;
+    o[2] = 5;
+    o[3] = (uint8_t)(2 + 8 * k);
+    return 4 + 8 * k;
+}
+
+/* Build and send one segment: header + optional dup of sndq[off, off+len).
+ * Returns 0 or a negative errno (nothing sent). */
+static int tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off, size_t len)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    zbuf_t *z;
+    int rc = len ? zbuf_dup(t->sndq, off, len, &z) : zbuf_create(&z);
+    if (rc)
+        return rc;
+    size_t optlen = 0;
+    uint8_t opts[40];
+    if (flags & TCP_SYN) {
+        zbuf_ip_netif_t *nif = zbuf_ip__route(s, t->raddr);
+        uint16_t mss = (uint16_t)((nif ? nif->cfg.mtu : 1500) - IP_HLEN - TCP_HLEN);
+        opts[0] = 2;
+        opts[1] = 4;
+        put16(opts + 2, mss);
+        optlen = 4;
+        /* Window scale and SACK-permitted: in a SYN always, in a SYN-ACK
+         * only if the peer sent them. */
+        if (!(flags & TCP_ACK) || t->ws_ok) {
+            opts[optlen++] = 1;
+            opts[optlen++] = 3;
+            opts[optlen++] = 3;
+            opts[optlen++] = t->rcv_wscale;
+        }
+        if (!(flags & TCP_ACK) || t->sack_ok) {
+            opts[optlen++] = 1;
+            opts[optlen++] = 1;
+            opts[optlen++] = 4;
+            opts[optlen++] = 2;
+        }
+    } else if ((flags & TCP_ACK) && !(flags & TCP_RST) && t->sack_ok && t->ooo) {
+        optlen = sack_blocks(t, opts, len);
+    }
+    uint8_t *h;
+    size_t hlen = TCP_HLEN + optlen;
+    rc = zbuf_prepend_space(z, hlen, (void **)&h);
+    if (rc) {
+        zbuf_delete(z);
+        return rc;
+    }
+    uint32_t wnd = rcv_window(t);
+    uint32_t field = (flags & TCP_SYN) ? umin32(wnd, 65535) : umin32(wnd >> t->rcv_wscale, 65535);
+    put16(h, t->lport);
+    put16(h + 2, t->rport);
+    put32(h + 4, seq);
+    put32(h + 8, (flags & TCP_ACK) ? t->rcv_nxt : 0);
+    h[12] = (uint8_t)((hlen / 4) << 4);
+    h[13] = flags;
+    put16(h + 14, (uint16_t)field);
+    put16(h + 16, 0);
+    put16(h + 18, 0);
+    if (optlen)
+        memcpy(h + TCP_HLEN, opts, optlen);
+    uint32_t tot = (uint32_t)(hlen + len);
+    if (zbuf_ip__need_tx_csum(s, t->raddr))
+        put16(h + 16, zbuf_ip__fold(zbuf_ip__sum_zbuf(
+                          z, 0, tot, zbuf_ip__pseudo(t->laddr, t->raddr, IP_PROTO_TCP, tot))));
+    if (flags & TCP_ACK) {
+        t->ack_now = false;
+        t->segs_unacked = 0;
+        t->t_delack = 0;
+    }
+    s->st.tcp_tx_segs++;
+    s->st.tcp_tx_payload += len;
+    if (flags & TCP_RST)
+        s->st.tcp_rst_tx++;
+    zbuf_ip__output(s, z, t->laddr, t->raddr, IP_PROTO_TCP);
+    return 0;
+}
+
+/* RST in answer to a segment no connection takes (RFC 9293 3.10.7.1). */
+static void send_reset(zbuf_ip_stack_t *s, uint32_t src, uint32_t dst, uint16_t sport,
+                       uint16_t dport, uint32_t seq, uint32_t ack, uint8_t flags)
+{
+    zbuf_t *z;
+    uint8_t *h;
+    if (zbuf_create(&z) != 0)
+        return;
+    if (zbuf_prepend_space(z, TCP_HLEN, (void **)&h) != 0) {
+        zbuf_delete(z);
+        return;
+    }
+    memset(h, 0, TCP_HLEN);
+    put16(h, sport);
+    put16(h + 2, dport);
+    put32(h + 4, seq);
+    put32(h + 8, ack);
+    h[12] = (TCP_HLEN / 4) << 4;
+    h[13] = flags;
+    put16(h + 16, zbuf_ip__fold(zbuf_ip__sum_mem(
+                      h, TCP_HLEN, zbuf_ip__pseudo(src, dst, IP_PROTO_TCP, TCP_HLEN))));
+    s->st.tcp_tx_segs++;
+    s->st.tcp_rst_tx++;
+    zbuf_ip__output(s, z, src, dst, IP_PROTO_TCP);
+}
+
+static void send_syn(zbuf_ip_tcp_t *t)
+{
+    uint8_t flags = t->state == ZBUF_IP_TCP_SYN_RCVD ? (TCP_SYN | TCP_ACK) : TCP_SYN;
+    tcp_emit(t, t->iss, flags, 0, 0);
+}
+
+/* RFC 5961 challenge ACK, rate-limited per stack. */
+static void challenge_ack(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (s->now >= s->challenge_window + 1000) {
+        s->challenge_window = s->now;
+        s->challenge_count = 0;
+    }
+    if (s->challenge_count >= ZBUF_IP_TCP_CHALLENGE_ACKS)
+        return;
+    s->challenge_count++;
+    s->st.tcp_challenge_acks++;
+    tcp_emit(t, t->snd_max, TCP_ACK, 0, 0);
+}
+
+static bool can_send_data(const zbuf_ip_tcp_t *t)
+{
+    switch (t->state) {
+    case ZBUF_IP_TCP_ESTABLISHED:
+    case ZBUF_IP_TCP_CLOSE_WAIT:
+    case ZBUF_IP_TCP_FIN_WAIT_1:
+    case ZBUF_IP_TCP_CLOSING:
+    case ZBUF_IP_TCP_LAST_ACK:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Send one segment starting at `seq` (within what has been sent or may be
+ * sent), up to `maxlen` bytes, with FIN if it reaches the queued FIN. */
+static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen)
+{
+    size_t qlen = zbuf_length(t->sndq);
+    size_t off = seq - t->snd_una;
+    if (off > qlen)
+        return 0;
+    size_t len = qlen - off;
+    if (len > maxlen)
+        len = maxlen;
+    bool fin = t->fin_queued && off + len == qlen;
+    if (len == 0 && !fin)
+        return 0;
+    uint8_t flags = TCP_ACK;
+    if (len && off + len == qlen)
+        flags |= TCP_PSH;
+    if (fin)
+        flags |= TCP_FIN;
+    if (tcp_emit(t, seq, flags, off, len) != 0)
+        return 0;
+    if (SEQ_LT(seq, t->snd_max)) {
+        t->retransmits++;
+        t->stack->st.tcp_retransmits++;
+        t->timing = false; /* Karn: no sample from anything retransmitted */
+    }
+    return len + fin;
+}
+
+static int tcp_output_inner(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (t->dead)
+        return 0;
+    int sent = 0;
+    /* While bytes are missing, the peer learns which ones from SACK blocks;
+     * full-sized data segments have no room for them, so a pure ACK with
+     * the blocks goes first. */
+    if (t->ack_now && t->sack_ok && t->ooo && synchronized(t)) {
+        tcp_emit(t, t->snd_max, TCP_ACK, 0, 0);
+        t->ack_now = false;
+    }
+    if (can_send_data(t)) {
+        size_t qlen = zbuf_length(t->sndq);
+        while (sent < ZBUF_IP_TCP_BURST) {
+            size_t off = t->snd_nxt - t->snd_una;
+            if (off > qlen)
+                break; /* FIN already sent */
+            size_t avail = qlen - off;
+            uint32_t win = umin32(t->snd_wnd, t->cwnd);
+            uint32_t flight = t->snd_nxt - t->snd_una;
+            uint32_t usable = win > flight ? win - flight : 0;
+            size_t len = avail;
+            if (len > t->mss)
+                len = t->mss;
+            if (len > usable)
+                len = usable;
+            bool fin = t->fin_queued && off + len == qlen;
+            if (len == 0 && !fin)
+                break;
+            if (len < t->mss && !fin) {
+                if (len < avail && len < t->max_snd_wnd / 2)
+                    break; /* sender silly-window avoidance: wait for more window */
+                if (len == avail && !t->nodelay && flight > 0)
+                    break; /* Nagle: a small segment waits for the ACK of what flies */
+            }
+            uint32_t seq = t->snd_nxt;
+            size_t n = send_from(t, seq, len);
+            if (n == 0)
+                break;
+            if (!t->timing && seq == t->snd_max) {
+                t->timing = true;
+                t->rtt_seq = seq;
+                t->rtt_start = s->now;
+            }
+            t->snd_nxt += (uint32_t)n;
+            if (SEQ_GT(t->snd_nxt, t->snd_max))
+                t->snd_max = t->snd_nxt;
+            if (t->t_rtx == 0)
+                t->t_rtx = s->now + t->rto;
+            t->t_persist = 0;
+            sent++;
+        }
+        t->output_pending = sent == ZBUF_IP_TCP_BURST;
+        /* Data waits and nothing flies to bring an ACK: probe the window. */
+        if (sent == 0 && t->snd_nxt == t->snd_una && qlen > 0 && t->t_rtx == 0 &&
+            t->t_persist == 0) {
+            uint32_t base = t->rto << (t->persist_shift < 10 ? t->persist_shift : 10);
+            t->t_persist = s->now + (base > ZBUF_IP_TCP_RTO_MAX_MS ? ZBUF_IP_TCP_RTO_MAX_MS : base);
+        }
+    }
+    /* A pure ACK carries snd_max, not snd_nxt: after a timeout snd_nxt went
+     * back, and a sequence number below what the peer already has would make
+     * it discard the ACK as old. */
+    if (sent == 0 && t->ack_now && t->state != ZBUF_IP_TCP_SYN_SENT &&
+        t->state != ZBUF_IP_TCP_LISTEN && t->state != ZBUF_IP_TCP_CLOSED)
+        tcp_emit(t, t->snd_max, TCP_ACK, 0, 0);
+    return sent;
+}
+
+int zbuf_ip_tcp_output(zbuf_ip_tcp_t *t)
+{
+    if (t == NULL || t->dead)
+        return -EINVAL;
+    zbuf_ip__tick(t->stack);
+    tcp_output_inner(t);
+    return 0;
+}
+
+/* ------------------------------------------------------------ RTT and RTO */
+
+static void rtt_sample(zbuf_ip_tcp_t *t, uint32_t r)
+{
+    if (!t->have_rtt) {
+        t->srtt8 = r << 3;
+        t->rttvar4 = r << 1;
+        t->have_rtt = true;
+    } else {
+        int32_t delta = (int32_t)r - (int32_t)(t->srtt8 >> 3);
+        t->srtt8 = (uint32_t)((int32_t)t->srtt8 + delta);
+        uint32_t ad = (uint32_t)(delta < 0 ? -delta : delta);
+        t->rttvar4 = t->rttvar4 + ad - (t->rttvar4 >> 2);
+    }
+    uint32_t var = t->rttvar4 ? t->rttvar4 : 1;
+    uint32_t rto = (t->srtt8 >> 3) + var;
+    if (rto < t->stack->cfg.tcp_rto_min_ms)
+        rto = t->stack->cfg.tcp_rto_min_ms;
+    if (rto > ZBUF_IP_TCP_RTO_MAX_MS)
+        rto = ZBUF_IP_TCP_RTO_MAX_MS;
+    t->rto = rto;
+}
+
+static void rto_backoff(zbuf_ip_tcp_t *t)
+{
+    t->rto = t->rto * 2 > ZBUF_IP_TCP_RTO_MAX_MS ? ZBUF_IP_TCP_RTO_MAX_MS : t->rto * 2;
+}
+
+/* ------------------------------------------------------------ user calls */
+
+static bool tuple_in_use(zbuf_ip_stack_t *s, uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp)
+{
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next)
+        if (!t->dead && t->lport == lp && t->laddr == la && t->raddr == ra && t->rport == rp &&
+            t->state != ZBUF_IP_TCP_LISTEN && t->state != ZBUF_IP_TCP_CLOSED)
+            return true;
+    return false;
+}
+
+static bool port_in_use(zbuf_ip_stack_t *s, uint32_t addr, uint16_t port)
+{
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next)
+        if (!t->dead && t->bound && t->lport == port &&
+            (t->laddr == addr || t->laddr == ZBUF_IP_ANY || addr == ZBUF_IP_ANY))
+            return true;
+    return false;
+}
+
+int zbuf_ip_tcp_new(zbuf_ip_stack_t *s, zbuf_ip_tcp_t **out)
+{
+    if (s == NULL || out == NULL)
+        return -EINVAL;
+    zbuf_ip__tick(s);
+    zbuf_ip_tcp_t *t = pcb_alloc(s);
+    if (t == NULL)
+        return s->ntcp >= ZBUF_IP_TCP_PCBS ? -ENOSPC : -ENOMEM;
+    *out = t;
+    return 0;
+}
+
+void zbuf_ip_tcp_set_callbacks(zbuf_ip_tcp_t *t, const zbuf_ip_tcp_callbacks_t *cbs, void *arg)
+{
+    if (t == NULL)
+        return;
+    if (cbs)
+        t->cb = *cbs;
+    else
+        memset(&t->cb, 0, sizeof t->cb);
+    t->arg = arg;
+}
+
+static uint16_t ephemeral(zbuf_ip_stack_t *s, uint32_t addr)
+{
+    for (int tries = 0; tries < 16384; tries++) {
+        uint16_t p = s->next_port++;
+        if (s->next_port == 0)
+            s->next_port = 49152;
+        if (p >= 49152 && !port_in_use(s, addr, p))
+            return p;
+    }
+    return 0;
+}
+
+int zbuf_ip_tcp_bind(zbuf_ip_tcp_t *t, uint32_t addr, uint16_t port)
+{
+    if (t == NULL || t->dead || t->bound || t->state != ZBUF_IP_TCP_CLOSED)
+        return -EINVAL;
+    zbuf_ip_stack_t *s = t->stack;
+    if (addr != ZBUF_IP_ANY && !zbuf_ip__is_local(s, addr))
+        return -EADDRNOTAVAIL;
+    if (port == 0)
+        port = ephemeral(s, addr);
+    else if (port_in_use(s, addr, port))
+        return -EADDRINUSE;
+    if (port == 0)
+        return -EADDRINUSE;
+    t->laddr = addr;
+    t->lport = port;
+    t->bound = true;
+    return 0;
+}
+
+int zbuf_ip_tcp_listen(zbuf_ip_tcp_t *t, unsigned backlog)
+{
+    if (t == NULL || t->dead || !t->bound || t->state != ZBUF_IP_TCP_CLOSED)
+        return -EINVAL;
+    if (backlog < 1)
+        backlog = 1;
+    if (backlog > ZBUF_IP_TCP_BACKLOG_MAX)
+        backlog = ZBUF_IP_TCP_BACKLOG_MAX;
+    t->backlog = backlog;
+    t->state = ZBUF_IP_TCP_LISTEN;
+    return 0;
+}
+
+/* Our receive window scale: the smallest shift that expresses rcv_buf. */
+static uint8_t our_wscale(uint32_t rcv_buf)
+{
+    uint8_t sh = 0;
+    while (sh < ZBUF_IP_TCP_MAX_WSCALE && (rcv_buf >> sh) > 65535)
+        sh++;
+    return sh;
+}
+
+int zbuf_ip_tcp_connect(zbuf_ip_tcp_t *t, uint32_t addr, uint16_t port)
+{
+    if (t == NULL || t->dead || t->state != ZBUF_IP_TCP_CLOSED || port == 0 || addr == 0)
+        return -EINVAL;
+    zbuf_ip_stack_t *s = t->stack;
+    zbuf_ip__tick(s);
+    zbuf_ip_netif_t *nif = zbuf_ip__route(s, addr);
+    if (nif == NULL)
+        return -ENETUNREACH;
+    uint32_t laddr = t->laddr ? t->laddr : nif->cfg.addr;
+    uint16_t lport = t->lport;
+    if (!t->bound) {
+        lport = ephemeral(s, laddr);
+        if (lport == 0)
+            return -EADDRINUSE;
+    }
+    if (tuple_in_use(s, laddr, lport, addr, port))
+        return -EADDRINUSE;
+    t->bound = true;
+    t->laddr = laddr;
+    t->lport = lport;
+    t->raddr = addr;
+    t->rport = port;
+    zbuf_ip__tcp_isn(s, laddr, lport, addr, port, &t->iss);
+    t->snd_una = t->iss;
+    t->snd_nxt = t->snd_max = t->iss + 1;
+    t->recover = t->iss;
+    t->rcv_wscale = our_wscale(t->rcv_buf);
+    uint32_t m = nif->cfg.mtu - IP_HLEN - TCP_HLEN;
+    t->mss = (uint16_t)umin32(m, ZBUF_IP_TCP_DEFAULT_MSS);
+    t->state = ZBUF_IP_TCP_SYN_SENT;
+    s->st.tcp_connects++;
+    send_syn(t);
+    t->t_rtx = s->now + t->rto;
+    return 0;
+}
+
+int zbuf_ip_tcp_write(zbuf_ip_tcp_t *t, zbuf_t *data)
+{
+    if (t == NULL || t->dead || data == NULL || zbuf_length(data) == 0)
+        return -EINVAL;
+    if (t->fin_queued || t->app_closed ||
+        (t->state != ZBUF_IP_TCP_ESTABLISHED && t->state != ZBUF_IP_TCP_CLOSE_WAIT &&
+         t->state != ZBUF_IP_TCP_SYN_SENT && t->state != ZBUF_IP_TCP_SYN_RCVD))
+        return -ENOTCONN;
+    if (zbuf_length(data) > zbuf_ip_tcp_sndbuf(t))
+        return -EAGAIN;
+    int rc = zbuf_append(t->sndq, data);
+    if (rc)
+        return rc;
+    zbuf_ip__tick(t->stack);
+    tcp_output_inner(t);
+    return 0;
+}
+
+size_t zbuf_ip_tcp_sndbuf(const zbuf_ip_tcp_t *t)
+{
+    if (t == NULL || t->dead || t->fin_queued)
+        return 0;
+    size_t q = zbuf_length(t->sndq);
+    return q >= t->snd_buf ? 0 : t->snd_buf - q;
+}
+
+void zbuf_ip_tcp_recved(zbuf_ip_tcp_t *t, size_t n)
+{
+    if (t == NULL || t->dead)
+        return;
+    if (n > t->rcv_held)
+        n = t->rcv_held;
+    uint32_t before = t->rcv_adv - t->rcv_nxt;
+    if (SEQ_LT(t->rcv_adv, t->rcv_nxt))
+        before = 0;
+    t->rcv_held -= n;
+    uint32_t space = t->rcv_held >= t->rcv_buf ? 0 : t->rcv_buf - (uint32_t)t->rcv_held;
+    /* Tell the peer when the window grew by a quarter of the buffer or it
+     * was nearly closed (so a zero-window sender restarts quickly). */
+    if (synchronized(t) && !t->fin_rcvd && space > before &&
+        (space - before >= t->rcv_buf / 4 || before < t->mss)) {
+        t->ack_now = true;
+        if (t->stack->depth == 0) {
+            zbuf_ip__tick(t->stack);
+            tcp_output_inner(t);
+        }
+    }
+}
+
+void zbuf_ip_tcp_set_nodelay(zbuf_ip_tcp_t *t, bool nodelay)
+{
+    if (t)
+        t->nodelay = nodelay;
+}
+
+int zbuf_ip_tcp_shutdown(zbuf_ip_tcp_t *t)
+{
+    if (t == NULL || t->dead)
+        return -EINVAL;
+    if (t->fin_queued)
+        return 0;
+    switch (t->state) {
+    case ZBUF_IP_TCP_ESTABLISHED:
+    case ZBUF_IP_TCP_SYN_RCVD:
+        t->state = ZBUF_IP_TCP_FIN_WAIT_1;
+        break;
+    case ZBUF_IP_TCP_CLOSE_WAIT:
+        t->state = ZBUF_IP_TCP_LAST_ACK;
+        break;
+    default:
+        return -ENOTCONN;
+    }
+    t->fin_queued = true;
+    zbuf_ip__tick(t->stack);
+    tcp_output_inner(t);
+    return 0;
+}
+
+void zbuf_ip_tcp_close(zbuf_ip_tcp_t *t)
+{
+    if (t == NULL || t->dead)
+        return;
+    zbuf_ip_stack_t *s = t->stack;
+    zbuf_ip__tick(s);
+    t->app_closed = true;
+    memset(&t->cb, 0, sizeof t->cb);
+    switch (t->state) {
+    case ZBUF_IP_TCP_ESTABLISHED:
+    case ZBUF_IP_TCP_CLOSE_WAIT:
+        zbuf_ip_tcp_shutdown(t);
+        break;
+    case ZBUF_IP_TCP_FIN_WAIT_1:
+    case ZBUF_IP_TCP_CLOSING:
+    case ZBUF_IP_TCP_LAST_ACK:
+        break;
+    case ZBUF_IP_TCP_FIN_WAIT_2:
+        /* Orphaned: do not wait forever for the peer's FIN. */
+        t->t_2msl = s->now + s->cfg.tcp_time_wait_ms;
+        break;
+    case ZBUF_IP_TCP_TIME_WAIT:
+        break;
+    case ZBUF_IP_TCP_SYN_RCVD:
+    case ZBUF_IP_TCP_SYN_SENT:
+        zbuf_ip_tcp_abort(t);
+        return;
+    default: /* CLOSED, LISTEN */
+        pcb_kill(t);
+        break;
+    }
+    if (s->depth == 0)
+        zbuf_ip__tcp_reap(s);
+}
+
+void zbuf_ip_tcp_abort(zbuf_ip_tcp_t *t)
+{
+    if (t == NULL || t->dead)
+        return;
+    zbuf_ip_stack_t *s = t->stack;
+    zbuf_ip__tick(s);
+    if (t->state >= ZBUF_IP_TCP_SYN_RCVD && t->state != ZBUF_IP_TCP_TIME_WAIT)
+        tcp_emit(t, t->snd_max, TCP_RST | TCP_ACK, 0, 0);
+    t->app_closed = true;
+    pcb_kill(t);
+    if (s->depth == 0)
+        zbuf_ip__tcp_reap(s);
+}
+
+zbuf_ip_tcp_state_t zbuf_ip_tcp_state(const zbuf_ip_tcp_t *t)
+{
+    return t ? (zbuf_ip_tcp_state_t)t->state : ZBUF_IP_TCP_CLOSED;
+}
+
+int zbuf_ip_tcp_info(const zbuf_ip_tcp_t *t, zbuf_ip_tcp_info_t *out)
+{
+    if (t == NULL || out == NULL)
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    out->state = (zbuf_ip_tcp_state_t)t->state;
+    out->local_addr = t->laddr;
+    out->remote_addr = t->raddr;
+    out->local_port = t->lport;
+    out->remote_port = t->rport;
+    out->mss = t->mss;
+    out->snd_wscale = t->snd_wscale;
+    out->rcv_wscale = t->rcv_wscale;
+    out->cwnd = t->cwnd;
+    out->ssthresh = t->ssthresh;
+    out->snd_wnd = t->snd_wnd;
+    out->rcv_wnd = SEQ_LT(t->rcv_adv, t->rcv_nxt) ? 0 : t->rcv_adv - t->rcv_nxt;
+    out->srtt_ms = t->srtt8 >> 3;
+    out->rto_ms = t->rto;
+    out->unacked = zbuf_length(t->sndq);
+    out->ooo_bytes = t->ooo_bytes;
+    out->retransmits = t->retransmits;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- input */
+
+struct seg {
+    uint16_t sport, dport;
+    uint32_t seq, ack;
+    uint8_t flags;
+    uint32_t wnd;       /* raw field */
+    uint32_t len;       /* payload bytes */
+    bool has_mss, has_ws, has_sackok;
+    uint16_t mss;
+    uint8_t ws;
+    unsigned nsack;          /* SACK blocks of this segment */
+    uint32_t sack[4][2];
+};
+
+/* Parse the options of a SYN.  Any malformed option ends the walk (an
+ * option length below 2 would otherwise loop forever). */
+static void parse_options(const uint8_t *o, size_t n, struct seg *sg)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t kind = o[i];
+        if (kind == 0)
+            break;
+        if (kind == 1) {
+            i++;
+            continue;
+        }
+        if (i + 1 >= n)
+            break;
+        uint8_t olen = o[i + 1];
+        if (olen < 2 || i + olen > n)
+            break;
+        if (kind == 2 && olen == 4) {
+            sg->has_mss = true;
+            sg->mss = get16(o + i + 2);
+        } else if (kind == 3 && olen == 3) {
+            sg->has_ws = true;
+            sg->ws = o[i + 2];
+        } else if (kind == 4 && olen == 2) {
+            sg->has_sackok = true;
+        } else if (kind == 5 && olen >= 10 && (olen - 2) % 8 == 0) {
+            for (size_t b = 0; b < (size_t)(olen - 2) / 8 && sg->nsack < 4; b++) {
+                sg->sack[sg->nsack][0] = get32(o + i + 2 + 8 * b);
+                sg->sack[sg->nsack][1] = get32(o + i + 6 + 8 * b);
+                sg->nsack++;
+            }
+        }
+        i += olen;
+    }
+}
+
+static void apply_syn_options(zbuf_ip_tcp_t *t, const struct seg *sg)
+{
+    zbuf_ip_netif_t *nif = zbuf_ip__route(t->stack, t->raddr);
+    uint32_t ours = (nif ? nif->cfg.mtu : 1500) - IP_HLEN - TCP_HLEN;
+    uint32_t mss = sg->has_mss ? sg->mss : ZBUF_IP_TCP_DEFAULT_MSS;
+    if (mss < ZBUF_IP_TCP_MIN_MSS)
+        mss = ZBUF_IP_TCP_MIN_MSS; /* an MSS of 0 must not make us send empty segments */
+    t->mss = (uint16_t)umin32(mss, ours);
+    t->sack_ok = sg->has_sackok;
+    if (sg->has_ws) {
+        t->ws_ok = true;
+        t->snd_wscale = sg->ws > ZBUF_IP_TCP_MAX_WSCALE ? ZBUF_IP_TCP_MAX_WSCALE : sg->ws;
+    } else {
+        t->ws_ok = false;
+        t->snd_wscale = 0;
+        t->rcv_wscale = 0;
+    }
+}
+
+static void enter_established(zbuf_ip_tcp_t *t)
+{
+    t->state = ZBUF_IP_TCP_ESTABLISHED;
+    t->cwnd = (uint32_t)t->mss * ZBUF_IP_TCP_INIT_CWND;
+    t->ssthresh = 0x7fffffff;
+    t->nrexmit = 0;
+    t->t_rtx = 0;
+}
+
+static void enter_time_wait(zbuf_ip_tcp_t *t)
+{
+    t->state = ZBUF_IP_TCP_TIME_WAIT;
+    t->t_rtx = t->t_persist = t->t_delack = 0;
+    t->output_pending = false;
+    t->t_2msl = t->stack->now + t->stack->cfg.tcp_time_wait_ms;
+}
+
+/* Hand in-order payload to the application (consumes z). */
+static void deliver(zbuf_ip_tcp_t *t, zbuf_t *z)
+{
+    size_t n = zbuf_length(z);
+    t->rcv_nxt += (uint32_t)n;
+    t->stack->st.tcp_rx_payload += n;
+    if (t->app_closed || t->cb.recv == NULL || t->fin_rcvd) {
+        zbuf_delete(z); /* nobody reads: consume it right away */
+        return;
+    }
+    t->rcv_held += n;
+    t->cb.recv(t->arg, t, z);
+}
+
+static void take_fin(zbuf_ip_tcp_t *t)
+{
+    if (t->fin_rcvd)
+        return;
+    t->fin_rcvd = true;
+    t->rcv_nxt++;
+    t->ack_now = true;
+    switch (t->state) {
+    case ZBUF_IP_TCP_SYN_RCVD:
+    case ZBUF_IP_TCP_ESTABLISHED:
+        t->state = ZBUF_IP_TCP_CLOSE_WAIT;
+        break;
+    case ZBUF_IP_TCP_FIN_WAIT_1:
+        if (t->fin_acked)
+            enter_time_wait(t);
+        else
+            t->state = ZBUF_IP_TCP_CLOSING;
+        break;
+    case ZBUF_IP_TCP_FIN_WAIT_2:
+        enter_time_wait(t);
+        break;
+    default:
+        break;
+    }
+    if (!t->app_closed && t->cb.recv)
+        t->cb.recv(t->arg, t, NULL);
+}
+
+/* Put an out-of-order segment in the queue (consumes z). */
+static void ooo_insert(zbuf_ip_tcp_t *t, uint32_t seq, zbuf_t *z, bool fin)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    uint32_t len = (uint32_t)zbuf_length(z);
+    uint32_t end = seq + len;
+    struct ooo **pp = &t->ooo, *prev = NULL;
+    while (*pp && SEQ_LT((*pp)->seq, seq)) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (prev) {
+        uint32_t pend = prev->seq + prev->len;
+        if (SEQ_GEQ(pend, end) && !(fin && pend == end && !prev->fin)) {
+            zbuf_delete(z); /* all of it is queued already */
+            return;
+        }
+        if (SEQ_GT(pend, seq)) {
+            zbuf_cut(z, 0, pend - seq, NULL);
+            seq = pend;
+            len = end - seq;
+        }
+    }
+    /* Drop queued segments the new one covers entirely. */
+    while (*pp && SEQ_LEQ((*pp)->seq + (*pp)->len, end)) {
+        struct ooo *dead = *pp;
+        if (dead->fin && dead->seq + dead->len == end)
+            fin = true;
+        *pp = dead->next;
+        t->nooo--;
+        t->ooo_bytes -= dead->len;
+        zbuf_delete(dead->z);
+        free(dead);
+    }
+    if (*pp && SEQ_LT((*pp)->seq, end)) {
+        zbuf_cut(z, (*pp)->seq - seq, ZBUF_TO_END, NULL);
+        len = (*pp)->seq - seq;
+        fin = false;
+    }
+    if (len == 0 && !fin) {
+        zbuf_delete(z);
+        return;
+    }
+    struct ooo *o = NULL;
+    if (t->nooo < ZBUF_IP_TCP_OOO_SEGS)
+        o = malloc(sizeof *o);
+    if (o == NULL) {
+        s->st.tcp_ooo_drops++;
+        zbuf_delete(z);
+        return;
+    }
+    o->seq = seq;
+    o->len = len;
+    o->fin = fin;
+    o->z = z;
+    o->next = *pp;
+    *pp = o;
+    t->nooo++;
+    t->ooo_bytes += len;
+    t->ooo_last = seq;
+    s->st.tcp_ooo_queued++;
+}
+
+/* Deliver what the queue now holds in order. */
+static void ooo_drain(zbuf_ip_tcp_t *t)
+{
+    while (!t->dead && t->ooo && SEQ_LEQ(t->ooo->seq, t->rcv_nxt)) {
+        struct ooo *o = t->ooo;
+        t->ooo = o->next;
+        t->nooo--;
+        t->ooo_bytes -= o->len;
+        uint32_t start = o->seq, end = o->seq + o->len;
+        bool fin = o->fin;
+        zbuf_t *z = o->z;
+        free(o);
+        if (SEQ_GT(end, t->rcv_nxt)) {
+            if (t->rcv_nxt != start)
+                zbuf_cut(z, 0, t->rcv_nxt - start, NULL);
+            deliver(t, z);
+        } else {
+            zbuf_delete(z);
+        }
+        if (fin && !t->dead && end == t->rcv_nxt)
+            take_fin(t);
+    }
+}
+
+/* ------------------------------------------------------ SACK scoreboard */
+
+static uint32_t sk_bytes(const zbuf_ip_tcp_t *t)
+{
+    uint32_t n = 0;
+    for (unsigned i = 0; i < t->nsk; i++)
+        n += t->sk[i][1] - t->sk[i][0];
+    return n;
+}
+
+/* Drop what snd_una passed, add this ACK's blocks.  Returns true when the
+ * scoreboard covers more than before (new information). */
+static bool sack_update(zbuf_ip_tcp_t *t, const struct seg *sg)
+{
+    uint32_t r[SACK_RANGES + 4][2];
+    unsigned n = 0;
+    for (unsigned i = 0; i < t->nsk; i++) {
+        if (SEQ_LEQ(t->sk[i][1], t->snd_una))
+            continue;
+        r[n][0] = SEQ_LT(t->sk[i][0], t->snd_una) ? t->snd_una : t->sk[i][0];
+        r[n][1] = t->sk[i][1];
+        n++;
+    }
+    uint32_t before = 0;
+    for (unsigned i = 0; i < n; i++)
+        before += r[i][1] - r[i][0];
+    for (unsigned b = 0; b < sg->nsack; b++) {
+        uint32_t lo = sg->sack[b][0], hi = sg->sack[b][1];
+        /* Only blocks of data sent and not yet cumulatively acknowledged
+         * (anything else is stale, a D-SACK, or forged). */
+        if (!SEQ_LT(lo, hi) || !SEQ_LT(t->snd_una, hi) || SEQ_GT(hi, t->snd_max))
+            continue;
+        if (SEQ_LT(lo, t->snd_una))
+            lo = t->snd_una;
+        r[n][0] = lo;
+        r[n][1] = hi;
+        n++;
+    }
+    /* Sort (insertion: tiny arrays) and merge. */
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned j = i; j > 0 && SEQ_LT(r[j][0], r[j - 1][0]); j--) {
+            uint32_t a = r[j][0], b2 = r[j][1];
+            r[j][0] = r[j - 1][0];
+            r[j][1] = r[j - 1][1];
+            r[j - 1][0] = a;
+            r[j - 1][1] = b2;
+        }
+    t->nsk = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (t->nsk && SEQ_LEQ(r[i][0], t->sk[t->nsk - 1][1])) {
+            if (SEQ_GT(r[i][1], t->sk[t->nsk - 1][1]))
+                t->sk[t->nsk - 1][1] = r[i][1];
+        } else if (t->nsk < SACK_RANGES) {
+            t->sk[t->nsk][0] = r[i][0];
+            t->sk[t->nsk][1] = r[i][1];
+            t->nsk++;
+        } /* else: beyond what we track; the highest ranges matter least */
+    }
+    return sk_bytes(t) > before;
+}
+
+/* Resend the next hole: the first bytes from max(snd_una, rexmit_next) the
+ * peer has not reported, below its highest report.  Without SACK
+ * information, NewReno: the segment at snd_una. */
+static void retransmit_hole(zbuf_ip_tcp_t *t)
+{
+    uint32_t from = SEQ_GT(t->rexmit_next, t->snd_una) ? t->rexmit_next : t->snd_una;
+    if (t->nsk == 0) {
+        if (from == t->snd_una)
+            t->rexmit_next = t->snd_una + (uint32_t)send_from(t, t->snd_una, t->mss);
+        return;
+    }
+    for (unsigned i = 0; i < t->nsk; i++) {
+        if (SEQ_LT(from, t->sk[i][0])) {
+            uint32_t len = umin32(t->mss, t->sk[i][0] - from);
+            size_t n = send_from(t, from, len);
+            if (n)
+                t->rexmit_next = from + (uint32_t)n;
+            return;
+        }
+        if (SEQ_LT(from, t->sk[i][1]))
+            from = t->sk[i][1];
+    }
+}
+
+static void enter_recovery(zbuf_ip_tcp_t *t, uint32_t flight)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    t->recover = t->snd_max;
+    t->in_recovery = true;
+    t->rexmit_next = t->snd_una;
+    s->st.tcp_fast_retransmits++;
+    retransmit_hole(t);
+    t->cwnd = t->ssthresh + 3u * t->mss;
+    t->t_rtx = s->now + t->rto;
+}
+
+/* May a new loss episode start (RFC 6582: not for losses of the episode a
+ * timeout or an earlier recovery already handled)? */
+static bool may_recover(const zbuf_ip_tcp_t *t)
+{
+    return !t->in_recovery && (SEQ_GT(t->snd_una, t->recover) || t->recover == t->iss);
+}
+
+/* Process an acceptable ACK in a synchronized state.  Returns false if the
+ * segment must be dropped. */
+static bool process_ack(zbuf_ip_tcp_t *t, const struct seg *sg)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    uint32_t ack = sg->ack;
+    if (SEQ_GT(ack, t->snd_max)) {
+        t->ack_now = true; /* acks something not yet sent */
+        return false;
+    }
+    if (SEQ_LT(ack, t->snd_una - t->max_snd_wnd)) {
+        t->ack_now = true; /* RFC 5961 5.2: too old to be real */
+        return false;
+    }
+    uint32_t wnd = sg->wnd << t->snd_wscale;
+    bool wnd_changed = false;
+    if (SEQ_LT(t->snd_wl1, sg->seq) || (t->snd_wl1 == sg->seq && SEQ_LEQ(t->snd_wl2, ack))) {
+        wnd_changed = t->snd_wnd != wnd;
+        t->snd_wnd = wnd;
+        t->snd_wl1 = sg->seq;
+        t->snd_wl2 = ack;
+        if (wnd > t->max_snd_wnd)
+            t->max_snd_wnd = wnd;
+        if (wnd > 0) {
+            t->t_persist = 0;
+            t->persist_shift = 0;
+        }
+    }
+    uint32_t flight = t->snd_max - t->snd_una;
+    if (SEQ_GT(ack, t->snd_una)) {
+        uint32_t acked = ack - t->snd_una;
+        size_t qlen = zbuf_length(t->sndq);
+        size_t data = acked > qlen ? qlen : acked;
+        if (t->timing && SEQ_GT(ack, t->rtt_seq)) {
+            t->timing = false;
+            rtt_sample(t, (uint32_t)(s->now - t->rtt_start));
+        }
+        if (data)
+            zbuf_cut(t->sndq, 0, data, NULL); /* release callbacks of acked buffers run */
+        if (acked > qlen && t->fin_queued)
+            t->fin_acked = true;
+        t->snd_una = ack;
+        if (SEQ_LT(t->snd_nxt, t->snd_una))
+            t->snd_nxt = t->snd_una;
+        t->nrexmit = 0;
+        if (t->in_recovery) {
+            if (SEQ_GEQ(ack, t->recover)) {
+                /* Full acknowledgment: leave fast recovery (RFC 6582 3.2 step 3). */
+                uint32_t fl = t->snd_max - t->snd_una;
+                t->cwnd = umin32(t->ssthresh, (fl > t->mss ? fl : t->mss) + t->mss);
+                t->in_recovery = false;
+                t->dupacks = 0;
+            } else {
+                /* Partial acknowledgment: resend the next hole, deflate. */
+                sack_update(t, sg);
+                if (t->nsk == 0)
+                    t->rexmit_next = t->snd_una; /* NewReno: the new snd_una is lost */
+                retransmit_hole(t);
+                t->cwnd = t->cwnd > acked ? t->cwnd - acked : 0;
+                t->cwnd += t->mss;
+                t->t_rtx = s->now + t->rto;
+            }
+        } else {
+            t->dupacks = 0;
+            if (t->cwnd < t->ssthresh)
+                t->cwnd += umin32(acked, t->mss); /* slow start (RFC 5681, L = 1 SMSS) */
+            else
+                t->cwnd += umin32(acked, (uint32_t)((uint64_t)t->mss * t->mss / (t->cwnd ? t->cwnd : 1)) + 1);
+        }
+        if (!t->in_recovery) {
+            /* Holes may remain above the new snd_una: the peer's SACK
+             * blocks say so even when its ACKs carry data (no pure
+             * duplicates then). */
+            sack_update(t, sg);
+            if (t->nsk && may_recover(t) && sk_bytes(t) >= 3u * t->mss)
+                enter_recovery(t, t->snd_max - t->snd_una);
+        }
+        if (t->snd_una == t->snd_max)
+            t->t_rtx = 0;
+        else if (!t->in_recovery)
+            t->t_rtx = s->now + t->rto;
+        if (data && !t->app_closed && t->cb.sent)
+            t->cb.sent(t->arg, t, data);
+    } else if (ack == t->snd_una && flight > 0) {
+        bool news = sack_update(t, sg);
+        /* Duplicate ACK in RFC 5681's sense: nothing but the ACK. */
+        bool dup = sg->len == 0 && !(sg->flags & (TCP_SYN | TCP_FIN)) && !wnd_changed;
+        if (dup)
+            t->dupacks++;
+        if (!t->in_recovery) {
+            if (may_recover(t) && ((dup && t->dupacks == 3) || sk_bytes(t) >= 3u * t->mss))
+                enter_recovery(t, flight);
+        } else {
+            if (dup && t->dupacks > 3)
+                t->cwnd += t->mss; /* inflate: a segment left the network */
+            if (news || dup)
+                retransmit_hole(t); /* one hole per ACK: the ACK clock paces it */
+        }
+    }
+    return true;
+}
+
+/* A segment for a listener: maybe a new connection (consumes z). */
+static void listen_input(zbuf_ip_tcp_t *l, zbuf_t *z, const struct seg *sg, uint32_t src,
+                         uint32_t dst)
+{
+    zbuf_ip_stack_t *s = l->stack;
+    zbuf_delete(z); /* data on a SYN is not taken: the peer sends it again */
+    if (sg->flags & TCP_RST)
+        return;
+    if (sg->flags & TCP_ACK) {
+        send_reset(s, dst, src, sg->dport, sg->sport, sg->ack, 0, TCP_RST);
+        return;
+    }
+    if (!(sg->flags & TCP_SYN) || (sg->flags & TCP_FIN))
+        return;
+    if (l->pending >= l->backlog)
+        return; /* like Linux: drop, the peer retries */
+    zbuf_ip_tcp_t *t = pcb_alloc(s);
+    if (t == NULL)
+        return;
+    t->bound = true;
+    t->laddr = dst;
+    t->lport = sg->dport;
+    t->raddr = src;
+    t->rport = sg->sport;
+    t->listener = l;
+    l->pending++;
+    t->cb = l->cb;
+    t->arg = l->arg;
+    t->nodelay = l->nodelay;
+    t->irs = sg->seq;
+    t->rcv_nxt = sg->seq + 1;
+    t->rcv_adv = t->rcv_nxt;
+    t->rcv_wscale = our_wscale(t->rcv_buf);
+    apply_syn_options(t, sg);
+    t->snd_wnd = sg->wnd; /* unscaled in a SYN */
+    t->max_snd_wnd = t->snd_wnd;
+    t->snd_wl1 = sg->seq;
+    zbuf_ip__tcp_isn(s, dst, sg->dport, src, sg->sport, &t->iss);
+    t->snd_una = t->iss;
+    t->snd_nxt = t->snd_max = t->iss + 1;
+    t->snd_wl2 = t->iss;
+    t->recover = t->iss;
+    t->state = ZBUF_IP_TCP_SYN_RCVD;
+    send_syn(t);
+    t->t_rtx = s->now + t->rto;
+}
+
+static void syn_sent_input(zbuf_ip_tcp_t *t, zbuf_t *z, const struct seg *sg)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    bool ack_ok = false;
+    if (sg->flags & TCP_ACK) {
+        if (SEQ_LEQ(sg->ack, t->iss) || SEQ_GT(sg->ack, t->snd_max)) {
+            if (!(sg->flags & TCP_RST))
+                send_reset(s, t->laddr, t->raddr, t->lport, t->rport, sg->ack, 0, TCP_RST);
+            zbuf_delete(z);
+            return;
+        }
+        ack_ok = true;
+    }
+    if (sg->flags & TCP_RST) {
+        zbuf_delete(z);
+        if (ack_ok) /* RFC 5961 3.2: only a RST acknowledging our SYN counts */
+            pcb_fail(t, -ECONNREFUSED);
+        return;
+    }
+    if (!(sg->flags & TCP_SYN)) {
+        zbuf_delete(z);
+        return;
+    }
+    zbuf_delete(z); /* data on a SYN-ACK is rare; the peer sends it again */
+    t->irs = sg->seq;
+    t->rcv_nxt = sg->seq + 1;
+    t->rcv_adv = t->rcv_nxt;
+    apply_syn_options(t, sg);
+    if (ack_ok) {
+        t->snd_una = sg->ack;
+        t->timing = false;
+        if (t->nrexmit == 0)
+            rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
+        enter_established(t);
+        t->snd_wnd = sg->wnd << t->snd_wscale;
+        t->max_snd_wnd = t->snd_wnd;
+        t->snd_wl1 = sg->seq;
+        t->snd_wl2 = sg->ack;
+        t->ack_now = true;
+        tcp_output_inner(t);
+        if (!t->app_closed && t->cb.connected)
+            t->cb.connected(t->arg, t);
+        if (!t->dead)
+            tcp_output_inner(t);
+    } else {
+        /* Simultaneous open (RFC 9293 figure 7). */
+        t->state = ZBUF_IP_TCP_SYN_RCVD;
+        t->snd_wnd = sg->wnd;
+        t->snd_wl1 = sg->seq;
+        send_syn(t);
+        t->t_rtx = s->now + t->rto;
+    }
+}
+
+/* The main path: a segment for a connection past SYN_SENT (consumes z). */
+static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    uint32_t seq = sg->seq;
+    uint8_t flags = sg->flags;
+
+    /* TIME_WAIT: a new SYN with a higher sequence number may reuse the pair
+     * (handled by the caller); everything else only gets an ACK. */
+    if (t->state == ZBUF_IP_TCP_SYN_RCVD && (flags & TCP_SYN) && !(flags & TCP_ACK) &&
+        seq == t->irs) {
+        send_syn(t); /* our SYN-ACK was lost */
+        zbuf_delete(z);
+        return;
+    }
+    /* An old SYN (retransmitted SYN-ACK after our ACK was lost): drop the SYN
+     * and keep the rest, and answer so the peer leaves SYN_RCVD. */
+    if ((flags & TCP_SYN) && seq == t->irs) {
+        flags &= (uint8_t)~TCP_SYN;
+        seq++;
+        t->ack_now = true;
+    }
+
+    uint32_t len = sg->len;
+    uint32_t seglen = len + ((flags & TCP_FIN) ? 1 : 0) + ((flags & TCP_SYN) ? 1 : 0);
+    uint32_t rwnd = SEQ_LT(t->rcv_adv, t->rcv_nxt) ? 0 : t->rcv_adv - t->rcv_nxt;
+    bool ok;
+    if (seglen == 0)
+        ok = rwnd == 0 ? seq == t->rcv_nxt
+                       : SEQ_GEQ(seq, t->rcv_nxt) && SEQ_LT(seq, t->rcv_nxt + rwnd);
+    else
+        ok = rwnd != 0 && ((SEQ_GEQ(seq, t->rcv_nxt) && SEQ_LT(seq, t->rcv_nxt + rwnd)) ||
+                           (SEQ_GEQ(seq + seglen - 1, t->rcv_nxt) &&
+                            SEQ_LT(seq + seglen - 1, t->rcv_nxt + rwnd)));
+    bool ack_only = false;
+    if (!ok) {
+        if (flags & TCP_RST) {
+            zbuf_delete(z);
+            return;
+        }
+        if (rwnd == 0 && seq == t->rcv_nxt && (flags & TCP_ACK)) {
+            ack_only = true; /* zero window: still take the ACK (RFC 9293 3.10.7.4) */
+        } else {
+            t->ack_now = true;
+            zbuf_delete(z);
+            tcp_output_inner(t);
+            return;
+        }
+    }
+
+    /* RST (RFC 5961 3.2): exact match resets, in-window gets a challenge. */
+    if (flags & TCP_RST) {
+        zbuf_delete(z);
+        s->st.tcp_rst_rx++;
+        if (seq == t->rcv_nxt) {
+            if (t->state == ZBUF_IP_TCP_SYN_RCVD && t->listener) {
+                t->app_closed = true;
+                pcb_kill(t);
+            } else if (t->state == ZBUF_IP_TCP_TIME_WAIT || t->state == ZBUF_IP_TCP_CLOSING ||
+                       t->state == ZBUF_IP_TCP_LAST_ACK) {
+                pcb_finish(t);
+            } else {
+                pcb_fail(t, -ECONNRESET);
+            }
+        } else {
+            challenge_ack(t);
+        }
+        return;
+    }
+    /* SYN in a synchronized state (RFC 5961 4.2): challenge ACK, drop. */
+    if (flags & TCP_SYN) {
+        zbuf_delete(z);
+        challenge_ack(t);
+        return;
+    }
+    if (!(flags & TCP_ACK)) {
+        zbuf_delete(z);
+        return;
+    }
+
+    /* Trim to the window: bytes already received, bytes past the edge. */
+    if (ack_only) {
+        zbuf_delete(z);
+        z = NULL;
+        len = 0;
+        flags &= (uint8_t)~TCP_FIN;
+        t->ack_now = true;
+    } else {
+        if (SEQ_LT(seq, t->rcv_nxt)) {
+            uint32_t d = t->rcv_nxt - seq;
+            if (d >= len) {
+                if (d > len)
+                    flags &= (uint8_t)~TCP_FIN; /* an old FIN */
+                zbuf_cut(z, 0, ZBUF_TO_END, NULL);
+                len = 0;
+            } else {
+                zbuf_cut(z, 0, d, NULL);
+                len -= d;
+            }
+            seq = t->rcv_nxt;
+            t->ack_now = true;
+        }
+        if (rwnd == 0 ? len > 0 : SEQ_GT(seq + len, t->rcv_nxt + rwnd)) {
+            uint32_t keep = rwnd == 0 ? 0 : t->rcv_nxt + rwnd - seq;
+            zbuf_cut(z, keep, ZBUF_TO_END, NULL);
+            len = keep;
+            flags &= (uint8_t)~TCP_FIN;
+            t->ack_now = true;
+        }
+    }
+
+    /* ACK. */
+    if (t->state == ZBUF_IP_TCP_SYN_RCVD) {
+        if (SEQ_LEQ(sg->ack, t->snd_una) || SEQ_GT(sg->ack, t->snd_max)) {
+            send_reset(s, t->laddr, t->raddr, t->lport, t->rport, sg->ack, 0, TCP_RST);
+            zbuf_delete(z);
+            return;
+        }
+        t->timing = false;
+        if (t->nrexmit == 0)
+            rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
+        t->snd_una = t->iss + 1;
+        enter_established(t);
+        t->snd_wnd = sg->wnd << t->snd_wscale;
+        t->max_snd_wnd = t->snd_wnd;
+        t->snd_wl1 = seq;
+        t->snd_wl2 = sg->ack;
+        if (t->fin_queued) /* shut down before the handshake completed */
+            t->state = ZBUF_IP_TCP_FIN_WAIT_1;
+        zbuf_ip_tcp_t *l = t->listener;
+        if (l) {
+            l->pending--;
+            t->listener = NULL;
+            s->st.tcp_accepts++;
+            int rc = l->cb.accept && !l->app_closed ? l->cb.accept(l->arg, l, t) : -ECONNREFUSED;
+            if (rc != 0 && !t->dead) {
+                zbuf_ip_tcp_abort(t);
+            }
+            if (t->dead) {
+                zbuf_delete(z);
+                return;
+            }
+        } else if (!t->app_closed && t->cb.connected) {
+            t->cb.connected(t->arg, t);
+            if (t->dead) {
+                zbuf_delete(z);
+                return;
+            }
+        }
+    }
+    if (!process_ack(t, sg)) {
+        zbuf_delete(z);
+        tcp_output_inner(t);
+        return;
+    }
+    if (t->dead) {
+        zbuf_delete(z);
+        return;
+    }
+    if (t->fin_acked) {
+        switch (t->state) {
+        case ZBUF_IP_TCP_FIN_WAIT_1:
+            t->state = ZBUF_IP_TCP_FIN_WAIT_2;
+            if (t->app_closed)
+                t->t_2msl = s->now + s->cfg.tcp_time_wait_ms;
+            break;
+        case ZBUF_IP_TCP_CLOSING:
+            enter_time_wait(t);
+            break;
+        case ZBUF_IP_TCP_LAST_ACK:
+            zbuf_delete(z);
+            pcb_finish(t);
+            return;
+        default:
+            break;
+        }
+    }
+
+    /* Payload. */
+    bool data_state = t->state == ZBUF_IP_TCP_ESTABLISHED ||
+                      t->state == ZBUF_IP_TCP_FIN_WAIT_1 || t->state == ZBUF_IP_TCP_FIN_WAIT_2;
+    if (len > 0 && data_state && !t->fin_rcvd) {
+        if (seq == t->rcv_nxt) {
+            bool had_ooo = t->ooo != NULL;
+            deliver(t, z);
+            z = NULL;
+            if (!t->dead && had_ooo) {
+                ooo_drain(t);
+                t->ack_now = true; /* filled a hole: tell the sender at once */
+            }
+            if (!t->dead && ++t->segs_unacked >= 2)
+                t->ack_now = true;
+        } else {
+            ooo_insert(t, seq, z, (flags & TCP_FIN) != 0);
+            z = NULL;
+            flags &= (uint8_t)~TCP_FIN;
+            t->ack_now = true; /* duplicate ACK drives the peer's fast retransmit */
+        }
+    } else if (len > 0) {
+        t->ack_now = true;
+    }
+    zbuf_delete(z);
+    if (t->dead)
+        return;
+
+    /* FIN, in order. */
+    if ((flags & TCP_FIN) && seq + len == t->rcv_nxt && !t->fin_rcvd)
+        take_fin(t);
+    else if ((flags & TCP_FIN) && t->state == ZBUF_IP_TCP_TIME_WAIT) {
+        t->ack_now = true; /* retransmitted FIN: ACK and restart the wait */
+        t->t_2msl = s->now + s->cfg.tcp_time_wait_ms;
+    }
+    if (t->dead)
+        return;
+    if (!t->ack_now && t->segs_unacked > 0 && t->t_delack == 0)
+        t->t_delack = s->now + s->cfg.tcp_delack_ms;
+    tcp_output_inner(t);
+}
+
+static zbuf_ip_tcp_t *lookup(zbuf_ip_stack_t *s, uint32_t src, uint16_t sport, uint32_t dst,
+                             uint16_t dport)
+{
+    zbuf_ip_tcp_t *lis = NULL;
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+        if (t->dead || t->lport != dport)
+            continue;
+        if (t->state == ZBUF_IP_TCP_LISTEN) {
+            if (t->laddr == ZBUF_IP_ANY || t->laddr == dst)
+                if (lis == NULL || t->laddr != ZBUF_IP_ANY)
+                    lis = t;
+            continue;
+        }
+        if (t->state != ZBUF_IP_TCP_CLOSED && t->rport == sport && t->raddr == src &&
+            t->laddr == dst)
+            return t;
+    }
+    return lis;
+}
+
+void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *z, uint32_t src, uint32_t dst)
+{
+    uint8_t tmp[60];
+    size_t len = zbuf_length(z);
+    const uint8_t *h = zbuf_ip__hdr(z, 0, TCP_HLEN, tmp);
+    size_t hlen = h ? (size_t)(h[12] >> 4) * 4 : 0;
+    if (h == NULL || hlen < TCP_HLEN || hlen > len) {
+        s->st.bad_tcp++;
+        s->st.rx_drops++;
+        zbuf_delete(z);
+        return;
+    }
+    if (zbuf_ip__verify_rx(s) &&
+        zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, len, zbuf_ip__pseudo(src, dst, IP_PROTO_TCP, (uint32_t)len)))) {
+        s->st.bad_checksum++;
+        s->st.rx_drops++;
+        zbuf_delete(z);
+        return;
+    }
+    struct seg sg;
+    memset(&sg, 0, sizeof sg);
+    sg.sport = get16(h);
+    sg.dport = get16(h + 2);
+    sg.seq = get32(h + 4);
+    sg.ack = get32(h + 8);
+    sg.flags = h[13] & 0x3f;
+    sg.wnd = get16(h + 14);
+    sg.len = (uint32_t)(len - hlen);
+    if (sg.sport == 0 || sg.dport == 0) {
+        s->st.bad_tcp++;
+        s->st.rx_drops++;
+        zbuf_delete(z);
+        return;
+    }
+    if (hlen > TCP_HLEN) {
+        const uint8_t *o = zbuf_ip__hdr(z, TCP_HLEN, hlen - TCP_HLEN, tmp);
+        if (o)
+            parse_options(o, hlen - TCP_HLEN, &sg);
+    }
+    s->st.tcp_rx_segs++;
+    zbuf_cut(z, 0, hlen, NULL);
+
+    zbuf_ip_tcp_t *t = lookup(s, src, sg.sport, dst, sg.dport);
+    /* A new SYN for a pair in TIME_WAIT, above its sequence space, ends the
+     * wait and goes to the listener (as RFC 6191 allows). */
+    if (t && t->state == ZBUF_IP_TCP_TIME_WAIT && (sg.flags & TCP_SYN) &&
+        !(sg.flags & (TCP_ACK | TCP_RST)) && SEQ_GT(sg.seq, t->rcv_nxt)) {
+        pcb_finish(t);
+        t->app_closed = true;
+        pcb_kill(t);
+        t = lookup(s, src, sg.sport, dst, sg.dport);
+    }
+    if (t == NULL) {
+        zbuf_delete(z);
+        if (sg.flags & TCP_RST)
+            return;
+        if (sg.flags & TCP_ACK)
+            send_reset(s, dst, src, sg.dport, sg.sport, sg.ack, 0, TCP_RST);
+        else
+            send_reset(s, dst, src, sg.dport, sg.sport, 0,
+                       sg.seq + sg.len + ((sg.flags & TCP_SYN) ? 1 : 0) +
+                           ((sg.flags & TCP_FIN) ? 1 : 0),
+                       TCP_RST | TCP_ACK);
+        return;
+    }
+    if (t->state == ZBUF_IP_TCP_LISTEN)
+        listen_input(t, z, &sg, src, dst);
+    else if (t->state == ZBUF_IP_TCP_SYN_SENT)
+        syn_sent_input(t, z, &sg);
+    else
+        conn_input(t, z, &sg);
+}
+
+/* ---------------------------------------------------------------- timers */
+
+static void on_rto(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    t->t_rtx = 0;
+    if (t->state == ZBUF_IP_TCP_SYN_SENT || t->state == ZBUF_IP_TCP_SYN_RCVD) {
+        if (++t->nrexmit > ZBUF_IP_TCP_SYN_RETRIES) {
+            if (t->listener) {
+                t->app_closed = true;
+                pcb_kill(t);
+            } else {
+                pcb_fail(t, -ETIMEDOUT);
+            }
+            return;
+        }
+        s->st.tcp_rto++;
+        s->st.tcp_retransmits++;
+        t->retransmits++;
+        rto_backoff(t);
+        send_syn(t);
+        t->t_rtx = s->now + t->rto;
+        return;
+    }
+    if (t->snd_una == t->snd_max)
+        return;
+    if (++t->nrexmit > ZBUF_IP_TCP_MAX_RETRIES) {
+        tcp_emit(t, t->snd_max, TCP_RST | TCP_ACK, 0, 0);
+        pcb_fail(t, -ETIMEDOUT);
+        return;
+    }
+    s->st.tcp_rto++;
+    uint32_t flight = t->snd_max - t->snd_una;
+    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    t->cwnd = t->mss;
+    t->recover = t->snd_max;
+    t->in_recovery = false;
+    t->dupacks = 0;
+    t->nsk = 0; /* RFC 6675 5.1: after a timeout, start afresh */
+    t->timing = false;
+    t->snd_nxt = t->snd_una; /* go back N */
+    rto_backoff(t);
+    tcp_output_inner(t);
+    if (t->t_rtx == 0 && !t->dead)
+        t->t_rtx = s->now + t->rto;
+}
+
+static void on_persist(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    t->t_persist = 0;
+    if (t->persist_shift < 16)
+        t->persist_shift++;
+    uint32_t flight = t->snd_nxt - t->snd_una;
+    uint32_t win = umin32(t->snd_wnd, t->cwnd);
+    if (win > flight) {
+        /* Some window, held back by silly-window avoidance: send it now. */
+        uint32_t seq = t->snd_nxt;
+        size_t n = send_from(t, seq, umin32(win - flight, t->mss));
+        t->snd_nxt += (uint32_t)n;
+        if (SEQ_GT(t->snd_nxt, t->snd_max))
+            t->snd_max = t->snd_nxt;
+        if (n && t->t_rtx == 0)
+            t->t_rtx = s->now + t->rto;
+        if (n)
+            return;
+    }
+    /* Zero window probe: an old sequence number makes the peer answer with
+     * its current window. */
+    tcp_emit(t, t->snd_una - 1, TCP_ACK, 0, 0);
+    s->st.tcp_window_probes++;
+    uint32_t base = t->rto << (t->persist_shift < 10 ? t->persist_shift : 10);
+    t->t_persist = s->now + (base > ZBUF_IP_TCP_RTO_MAX_MS ? ZBUF_IP_TCP_RTO_MAX_MS : base);
+}
+
+int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s)
+{
+    int n = 0;
+    uint64_t now = s->now;
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+        if (t->dead)
+            continue;
+        if (t->t_2msl && now >= t->t_2msl) {
+            n++;
+            t->t_2msl = 0;
+            pcb_finish(t);
+            if (t->app_closed)
+                continue;
+        }
+        if (t->t_rtx && now >= t->t_rtx) {
+            n++;
+            on_rto(t);
+        }
+        if (t->dead)
+            continue;
+        if (t->t_persist && now >= t->t_persist) {
+            n++;
+            on_persist(t);
+        }
+        if (t->t_delack && now >= t->t_delack) {
+            n++;
+            t->t_delack = 0;
+            t->ack_now = true;
+            tcp_output_inner(t);
+        } else if (t->output_pending) {
+            n++;
+            tcp_output_inner(t);
+        }
+    }
+    return n;
+}
+
+uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s)
+{
+    uint64_t d = ZBUF_IP_NEVER;
+    for (const zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+        if (t->dead)
+            continue;
+        if (t->output_pending)
+            return s->now;
+        const uint64_t ts[4] = {t->t_rtx, t->t_persist, t->t_delack, t->t_2msl};
+        for (int i = 0; i < 4; i++)
+            if (ts[i] && ts[i] < d)
+                d = ts[i];
+    }
+    return d;
+}

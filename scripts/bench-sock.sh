@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The socket adapter's benchmarks, from a fresh clone: install what is
+# missing, make an optimised build of zbuf_blaster / zbuf_blastee (built
+# with the benchmarks even when the examples are off; in
+# build/bench), rerun the 1995 tcpBlaster/tcpBlastee experiment on loopback
+# and the transferTo file table, and print markdown tables; the plot goes to
+# docs/benchmarks-sock.png.  Results and how to read them:
+# docs/benchmarks-sock.md.
+#
+# Usage: scripts/bench-sock.sh [quick]
+# Environment: RUNS (repetitions, default 5), DUR (seconds per stream run,
+# default 2), FILE_MB (file sizes, default "7 21 63 98 200 350 700 1024"),
+# FILE_RUNS (default 3), FILE_DIR (default build/bench/files), PLOT (0: no PNG),
+# CONFIGS (message:sockbuf pairs of the stream table), ONLY (stream, gather
+# or file: run just that part).
+#
+# Method.  The sender runs on CPU 0 and the receiver on CPU 1 (taskset).
+# Send side: each sender mode against the cheapest receiver (recv with
+# MSG_TRUNC, which discards without copying), so the sender is what limits.
+# Receive side: each receiver mode against the cheapest sender (sendfile of
+# a memfd), so the receiver is what limits.  Within each repetition every
+# mode of a row runs once, in turn, so that drift in machine load hits all
+# modes alike; the tables give medians over the repetitions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+
+RUNS=${RUNS:-5}
+DUR=${DUR:-2}
+FILE_MB=${FILE_MB:-"7 21 63 98 200 350 700 1024"}
+FILE_RUNS=${FILE_RUNS:-3}
+FILE_DIR=${FILE_DIR:-$root/build/bench/files}
+PLOT=${PLOT:-1}
+if [ "${1:-}" = quick ]; then
+  RUNS=3 DUR=1 FILE_MB="7 63 200" FILE_RUNS=2
+fi
+
+mkdir -p build
+log=$root/build-bench.log
+echo "==> configure+build build/bench (Release)" >&2
+cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
+      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
+      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+cmake --build "$root/build/bench" -j"$(nproc)" --target zbuf_blaster zbuf_blastee >>"$log" 2>&1 ||
+  { tail -n 60 "$log" >&2; exit 1; }
+bin=$root/build/bench/adapters/sock/examples
+out=$root/build/bench/sock
+mkdir -p "$out" "$FILE_DIR"
+csv=$out/results.csv
+echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds" >"$csv"
+
+if [ "$(nproc)" -ge 2 ]; then snd="taskset -c 0" rcv="taskset -c 1"; else snd="" rcv=""; fi
+port=$(( 21000 + $$ % 20000 ))
+
+# pair KIND SIZE SOCKBUF SENDMODE RECVMODE RUN
+pair() {
+  local kind=$1 size=$2 sb=$3 smode=$4 rmode=$5 run=$6
+  port=$((port + 1))
+  $rcv "$bin/zbuf_blastee" -q -m "$rmode" -s "$size" -b "$sb" "$port" >"$out/ee.txt" &
+  local pid=$!
+  local res
+  res=$($snd "$bin/zbuf_blaster" -q -m "$smode" -s "$size" -b "$sb" -t "$DUR" 127.0.0.1 "$port")
+  wait "$pid"
+  local line mode
+  if [ "$kind" = recv ]; then line=$(cat "$out/ee.txt") mode=$rmode; else line=$res mode=$smode; fi
+  local mbps cpu bytes secs
+  mbps=$(echo "$line" | sed -n 's/.*MBps=\([0-9.]*\).*/\1/p')
+  cpu=$(echo "$line" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
+  bytes=$(echo "$line" | sed -n 's/.*bytes=\([0-9]*\).*/\1/p')
+  secs=$(echo "$line" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+  echo "$kind,$size,$sb,$mode,$run,$mbps,$cpu,$bytes,$secs" >>"$csv"
+  printf '  %-7s %8s/%-8s %-10s run %d: %8s MB/s\n' "$kind" "$size" "$sb" "$mode" "$run" "$mbps" >&2
+}
+
+# The original's message / socket-buffer pairs, then larger messages with
+# socket buffers three times the message, as in the original.
+configs=${CONFIGS:-"1024:5120 5120:15360 15360:46080 65536:196608 262144:786432 1048576:3145728"}
+ONLY=${ONLY:-all}
+want() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
+want stream && echo "==> stream runs: RUNS=$RUNS DUR=${DUR}s" >&2
+want stream && for cfg in $configs; do
+  size=${cfg%%:*} sb=${cfg##*:}
+  for run in $(seq 1 "$RUNS"); do
+    for m in copy zbuf zerocopy zc-always; do pair send "$size" "$sb" "$m" discard "$run"; done
+    for m in copy zbuf; do pair recv "$size" "$sb" file "$m" "$run"; done
+  done
+done
+
+want gather && echo "==> gather: 4 application buffers, gather write vs memcpy + write" >&2
+want gather && for size in 16384 65536 262144; do
+  for run in $(seq 1 "$RUNS"); do
+    for m in memcpy4 gather4; do pair gather "$size" 0 "$m" discard "$run"; done
+  done
+done
+
+want file && echo "==> file to socket: read+send vs zbuf file segments" >&2
+want file && for mb in $FILE_MB; do
+  f=$FILE_DIR/file-${mb}M
+  if [ ! -f "$f" ] || [ "$(stat -c %s "$f")" -ne $((mb * 1048576)) ]; then
+    head -c $((mb * 1048576)) /dev/urandom >"$f"
+  fi
+  cat "$f" >/dev/null # warm the page cache, as a repeated transfer would find it
+  for run in $(seq 1 "$FILE_RUNS"); do
+    for m in readsend zfile zfile-sendfile; do
+      port=$((port + 1))
+      $rcv "$bin/zbuf_blastee" -q -m discard -s 65536 "$port" >/dev/null &
+      pid=$!
+      res=$($snd "$bin/zbuf_blaster" -q -f "$f" -m "$m" 127.0.0.1 "$port")
+      wait "$pid"
+      secs=$(echo "$res" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+      cpu=$(echo "$res" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
+      echo "file,$mb,0,$m,$run,0,$cpu,$((mb * 1048576)),$secs" >>"$csv"
+      printf '  file %5s MB %-9s run %d: %8.1f ms\n' "$mb" "$m" "$run" "$(awk -v s="$secs" 'BEGIN{print s*1000}')" >&2
+    done
+  done
+done
+
+echo "==> tables (medians)" >&2
+python3 "$root/adapters/sock/bench/sock_tables.py" "$csv" "$out"
+
+if [ "$PLOT" = 1 ] && want stream && command -v gnuplot >/dev/null; then
+  gnuplot <<EOF
+set terminal pngcairo size 1100,450 font ",10" noenhanced
+set output "$root/docs/benchmarks-sock.png"
+set multiplot layout 1,2 title "libzbuf socket adapter, loopback TCP (medians of $RUNS runs)"
+set logscale x 2
+set format x '%.0b%B'
+set xlabel "message size (bytes)"
+set ylabel "MB/s"
+set key left top
+set grid
+set title "send side (receiver discards)"
+plot "$out/plot-send.dat" u 1:2 w lp t "copy (write)", \
+     "" u 1:3 w lp t "zbuf (gather)", \
+     "" u 1:4 w lp t "zerocopy (adaptive)", \
+     "" u 1:5 w lp t "zc-always"
+set title "receive side (sender uses sendfile)"
+plot "$out/plot-recv.dat" u 1:2 w lp t "copy (read)", \
+     "" u 1:3 w lp t "zbuf (pool)"
+unset multiplot
+EOF
+  echo "plot: docs/benchmarks-sock.png" >&2
+fi
+echo "raw results: $csv; tables: $out/tables.md" >&2

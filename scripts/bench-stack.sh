@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The stack benchmark, from a fresh clone: install what is missing, make an
+# optimised build (build/bench), then run bulk TCP over the in-memory link
+# with the zbuf stack and with lwIP (Debian's liblwip), and Linux TCP over
+# loopback, interleaved round by round, and print medians as markdown.
+# Results and how to read them: docs/benchmarks-stack.md.
+# Usage: scripts/bench-stack.sh [rounds (default 7)] [bytes per run (default 256 MiB)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+rounds=${1:-7}
+bytes=${2:-268435456}
+
+mkdir -p build
+log=$root/build-bench-stack.log
+echo "==> configure+build build/bench (Release)" >&2
+cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
+      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
+      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+cmake --build "$root/build/bench" -j"$(nproc)" --target bench_stack bench_lwip >>"$log" 2>&1 ||
+  { tail -n 60 "$log" >&2; exit 1; }
+
+bin=$root/build/bench/adapters/stack/bench
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+for r in $(seq "$rounds"); do
+  echo "==> round $r/$rounds" >&2
+  "$bin/bench_stack" --bytes "$bytes" --runs 1 >>"$rows"
+  "$bin/bench_lwip" --bytes "$bytes" --runs 1 >>"$rows"
+done
+
+python3 - "$rows" "$rounds" "$bytes" <<'PY'
+import statistics, sys
+rows, rounds, nbytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = {}
+order = []
+for line in open(rows):
+    f = [x.strip() for x in line.strip().strip('|').split('|')]
+    if len(f) < 4:
+        continue
+    if f[0] not in data:
+        order.append(f[0])
+        data[f[0]] = ([], [], f[3])
+    data[f[0]][0].append(float(f[1]))
+    data[f[0]][1].append(float(f[2]))
+med = {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in data.items()}
+lw = med.get('lwip', (0, 0))[1]
+lo = med.get('loopback', (0, 0))[1]
+print(f"Bulk TCP, {nbytes >> 20} MiB per run, median of {rounds} interleaved rounds.\n")
+print("| configuration | MB/s (wall) | MB per CPU-second | x lwIP (CPU) | x loopback (CPU) | bytes copied per payload byte |")
+print("| --- | ---: | ---: | ---: | ---: | --- |")
+for k in order:
+    w, c = med[k]
+    rl = f"{c / lw:.2f}" if lw else "-"
+    ro = f"{c / lo:.2f}" if lo else "-"
+    print(f"| {k} | {w:.0f} | {c:.0f} | {rl} | {ro} | {data[k][2]} |")
+PY
