@@ -124,76 +124,36 @@ static int fetch(zbuf_cursor_t *c, uint8_t *tmp, size_t n, const uint8_t **p)
     return rc;
 }
 
-#define BE(p, i, sh) ((uint64_t)(p)[i] << (sh))
-
-int zbuf_cursor_read_u8(zbuf_cursor_t *c, uint8_t *v)
-{
-    uint8_t t[1];
-    const uint8_t *p;
-    int rc = fetch(c, t, 1, &p);
-    if (rc == 0)
-        *v = p[0];
-    return rc;
-}
-
-int zbuf_cursor_read_be16(zbuf_cursor_t *c, uint16_t *v)
-{
-    uint8_t t[2];
-    const uint8_t *p;
-    int rc = fetch(c, t, 2, &p);
-    if (rc == 0)
-        *v = (uint16_t)(p[0] << 8 | p[1]);
-    return rc;
-}
-
-int zbuf_cursor_read_le16(zbuf_cursor_t *c, uint16_t *v)
-{
-    uint8_t t[2];
-    const uint8_t *p;
-    int rc = fetch(c, t, 2, &p);
-    if (rc == 0)
-        *v = (uint16_t)(p[1] << 8 | p[0]);
-    return rc;
-}
-
-int zbuf_cursor_read_be32(zbuf_cursor_t *c, uint32_t *v)
-{
-    uint8_t t[4];
-    const uint8_t *p;
-    int rc = fetch(c, t, 4, &p);
-    if (rc == 0)
-        *v = (uint32_t)(BE(p, 0, 24) | BE(p, 1, 16) | BE(p, 2, 8) | BE(p, 3, 0));
-    return rc;
-}
-
-int zbuf_cursor_read_le32(zbuf_cursor_t *c, uint32_t *v)
-{
-    uint8_t t[4];
-    const uint8_t *p;
-    int rc = fetch(c, t, 4, &p);
-    if (rc == 0)
-        *v = (uint32_t)(BE(p, 3, 24) | BE(p, 2, 16) | BE(p, 1, 8) | BE(p, 0, 0));
-    return rc;
-}
-
-int zbuf_cursor_read_be64(zbuf_cursor_t *c, uint64_t *v)
+/* Read an n-byte unsigned integer (n <= 8) in either byte order. */
+static int read_uint(zbuf_cursor_t *c, size_t n, bool big_endian, uint64_t *v)
 {
     uint8_t t[8];
     const uint8_t *p;
-    int rc = fetch(c, t, 8, &p);
-    if (rc == 0)
-        *v = BE(p, 0, 56) | BE(p, 1, 48) | BE(p, 2, 40) | BE(p, 3, 32) | BE(p, 4, 24) |
-             BE(p, 5, 16) | BE(p, 6, 8) | BE(p, 7, 0);
-    return rc;
+    int rc = fetch(c, t, n, &p);
+    if (rc != 0)
+        return rc;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++)
+        x = x << 8 | p[big_endian ? i : n - 1 - i];
+    *v = x;
+    return 0;
 }
 
-int zbuf_cursor_read_le64(zbuf_cursor_t *c, uint64_t *v)
-{
-    uint8_t t[8];
-    const uint8_t *p;
-    int rc = fetch(c, t, 8, &p);
-    if (rc == 0)
-        *v = BE(p, 7, 56) | BE(p, 6, 48) | BE(p, 5, 40) | BE(p, 4, 32) | BE(p, 3, 24) |
-             BE(p, 2, 16) | BE(p, 1, 8) | BE(p, 0, 0);
-    return rc;
-}
+/* One public reader per width and order; each leaves *v untouched on error. */
+#define CURSOR_READER(name, type, n, big)                                               \
+    int zbuf_cursor_read_##name(zbuf_cursor_t *c, type *v)                              \
+    {                                                                                   \
+        uint64_t x;                                                                     \
+        int rc = read_uint(c, n, big, &x);                                              \
+        if (rc == 0)                                                                    \
+            *v = (type)x;                                                               \
+        return rc;                                                                      \
+    }
+
+CURSOR_READER(u8, uint8_t, 1, true)
+CURSOR_READER(be16, uint16_t, 2, true)
+CURSOR_READER(le16, uint16_t, 2, false)
+CURSOR_READER(be32, uint32_t, 4, true)
+CURSOR_READER(le32, uint32_t, 4, false)
+CURSOR_READER(be64, uint64_t, 8, true)
+CURSOR_READER(le64, uint64_t, 8, false)
