@@ -3,8 +3,11 @@
  * (double underscore) and hidden.
  *
  * Layering, bottom to top:
- *   netif/driver  -> eth.c-like code in stack.c (Ethernet, ARP, IPv4, ICMP, UDP)
- *                 -> tcp.c
+ *   drivers       link.c (in-memory link), tap.c (Linux TAP)
+ *   stack.c       the stack object, interfaces, Ethernet, ARP, IPv4, ICMP, UDP
+ *   tcp.c         TCP
+ *   sock.c        the socket-like convenience layer over TCP
+ *   cksum.c       checksums over zbuf segments, SipHash-2-4
  * Every packet is a zbuf.  On the way up each layer cuts its header off the
  * front of the zbuf (zbuf_cut of a prefix only moves the first segment's
  * offset), so what reaches the application are the driver's own segments.
@@ -178,7 +181,8 @@ ZBUF_IP__HIDDEN uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s);
 /* Free PCBs closed while callbacks were running. */
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_reap(zbuf_ip_stack_t *s);
-/* Send a RST in answer to a segment nobody owns. */
+/* Initial sequence number of a connection (RFC 6528: keyed hash of the
+ * four-tuple plus a 4-microsecond clock). */
 ZBUF_IP__HIDDEN int zbuf_ip__tcp_isn(zbuf_ip_stack_t *s, uint32_t laddr, uint16_t lport,
                                      uint32_t raddr, uint16_t rport, uint32_t *isn);
 

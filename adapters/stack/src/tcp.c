@@ -36,6 +36,7 @@
  * marked `dead` and freed when the outermost stack call returns
  * (zbuf_ip__tcp_reap()).
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "stack_internal.h"
@@ -118,7 +119,11 @@ struct zbuf_ip_tcp {
                                        order (its block is reported first, RFC 2018) */
 
     /* Timers: absolute clock values, 0 when off. */
-    uint64_t t_rtx, t_persist, t_delack, t_2msl;
+    uint64_t t_rtx, t_persist, t_delack, t_2msl, t_keep;
+
+    /* Keepalive (off while keep_idle is 0): t_keep is the next probe. */
+    uint32_t keep_idle, keep_intvl;
+    unsigned keep_count, keep_sent;
 
     uint64_t retransmits;
 };
@@ -180,7 +185,7 @@ static void pcb_kill(zbuf_ip_tcp_t *t)
     t->dead = true;
     s->ntcp--; /* the slot is free now; the memory goes at the next reap */
     t->state = ZBUF_IP_TCP_CLOSED;
-    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = 0;
+    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
     t->output_pending = false;
     zbuf_delete(t->sndq);
     t->sndq = NULL;
@@ -228,7 +233,7 @@ static void pcb_fail(zbuf_ip_tcp_t *t, int err)
 static void pcb_finish(zbuf_ip_tcp_t *t)
 {
     t->state = ZBUF_IP_TCP_CLOSED;
-    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = 0;
+    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
     if (t->app_closed)
         pcb_kill(t);
 }
@@ -526,11 +531,30 @@ static int tcp_output_inner(zbuf_ip_tcp_t *t)
     if (can_send_data(t)) {
         size_t qlen = zbuf_length(t->sndq);
         while (sent < ZBUF_IP_TCP_BURST) {
+            /* Resending after a timeout: skip what the peer SACKed, and stop
+             * each segment at the next SACKed range. */
+            size_t sack_cap = SIZE_MAX;
+            for (unsigned i = 0; i < t->nsk && SEQ_LT(t->snd_nxt, t->snd_max); i++) {
+                if (SEQ_GEQ(t->snd_nxt, t->sk[i][0]) && SEQ_LT(t->snd_nxt, t->sk[i][1]))
+                    t->snd_nxt = t->sk[i][1];
+                else if (SEQ_LT(t->snd_nxt, t->sk[i][0])) {
+                    sack_cap = t->sk[i][0] - t->snd_nxt;
+                    break;
+                }
+            }
             size_t off = t->snd_nxt - t->snd_una;
             if (off > qlen)
                 break; /* FIN already sent */
             size_t avail = qlen - off;
-            uint32_t win = umin32(t->snd_wnd, t->cwnd);
+            if (avail > sack_cap)
+                avail = sack_cap;
+            /* Limited transmit (RFC 3042): each of the first two duplicate
+             * ACKs lets one new segment out, so that a small window still
+             * produces the three duplicates fast retransmit needs. */
+            uint32_t cw = t->cwnd;
+            if (!t->in_recovery && t->dupacks > 0 && t->dupacks < 3)
+                cw += t->dupacks * (uint32_t)t->mss;
+            uint32_t win = umin32(t->snd_wnd, cw);
             uint32_t flight = t->snd_nxt - t->snd_una;
             uint32_t usable = win > flight ? win - flight : 0;
             size_t len = avail;
@@ -806,6 +830,29 @@ void zbuf_ip_tcp_set_nodelay(zbuf_ip_tcp_t *t, bool nodelay)
         t->nodelay = nodelay;
 }
 
+/* Anything from the peer shows it is alive: restart the idle period. */
+static void keep_touch(zbuf_ip_tcp_t *t)
+{
+    if (t->keep_idle && synchronized(t) && t->state != ZBUF_IP_TCP_TIME_WAIT) {
+        t->keep_sent = 0;
+        t->t_keep = t->stack->now + t->keep_idle;
+    }
+}
+
+int zbuf_ip_tcp_set_keepalive(zbuf_ip_tcp_t *t, uint32_t idle_ms, uint32_t interval_ms,
+                              unsigned count)
+{
+    if (t == NULL || t->dead || (idle_ms && (interval_ms == 0 || count == 0)))
+        return -EINVAL;
+    t->keep_idle = idle_ms;
+    t->keep_intvl = interval_ms;
+    t->keep_count = count;
+    t->t_keep = 0;
+    zbuf_ip__tick(t->stack);
+    keep_touch(t);
+    return 0;
+}
+
 int zbuf_ip_tcp_shutdown(zbuf_ip_tcp_t *t)
 {
     if (t == NULL || t->dead)
@@ -982,6 +1029,7 @@ static void apply_syn_options(zbuf_ip_tcp_t *t, const struct seg *sg)
 static void enter_established(zbuf_ip_tcp_t *t)
 {
     t->state = ZBUF_IP_TCP_ESTABLISHED;
+    keep_touch(t);
     t->cwnd = (uint32_t)t->mss * ZBUF_IP_TCP_INIT_CWND;
     t->ssthresh = 0x7fffffff;
     t->nrexmit = 0;
@@ -991,7 +1039,7 @@ static void enter_established(zbuf_ip_tcp_t *t)
 static void enter_time_wait(zbuf_ip_tcp_t *t)
 {
     t->state = ZBUF_IP_TCP_TIME_WAIT;
-    t->t_rtx = t->t_persist = t->t_delack = 0;
+    t->t_rtx = t->t_persist = t->t_delack = t->t_keep = 0;
     t->output_pending = false;
     t->t_2msl = t->stack->now + t->stack->cfg.tcp_time_wait_ms;
 }
@@ -1223,6 +1271,18 @@ static void enter_recovery(zbuf_ip_tcp_t *t, uint32_t flight)
     t->t_rtx = s->now + t->rto;
 }
 
+/* Duplicate ACKs that mean a loss: 3, or fewer when so little flies that 3
+ * can never come back and nothing new waits to be sent (early retransmit,
+ * RFC 5827). */
+static unsigned dupthresh(const zbuf_ip_tcp_t *t, uint32_t flight)
+{
+    uint32_t oseg = (flight + t->mss - 1) / t->mss;
+    bool unsent = zbuf_length(t->sndq) > (size_t)(t->snd_max - t->snd_una);
+    if (oseg < 4 && !unsent)
+        return oseg > 1 ? oseg - 1 : 1;
+    return 3;
+}
+
 /* May a new loss episode start (RFC 6582: not for losses of the episode a
  * timeout or an earlier recovery already handled)? */
 static bool may_recover(const zbuf_ip_tcp_t *t)
@@ -1315,17 +1375,20 @@ static bool process_ack(zbuf_ip_tcp_t *t, const struct seg *sg)
             t->cb.sent(t->arg, t, data);
     } else if (ack == t->snd_una && flight > 0) {
         bool news = sack_update(t, sg);
-        /* Duplicate ACK in RFC 5681's sense: nothing but the ACK. */
-        bool dup = sg->len == 0 && !(sg->flags & (TCP_SYN | TCP_FIN)) && !wnd_changed;
+        /* Duplicate ACK: nothing but the ACK (RFC 5681), or an ACK reporting
+         * newly SACKed data (RFC 6675), which counts even when it rides on
+         * data flowing the other way. */
+        bool dup = (sg->len == 0 && !(sg->flags & (TCP_SYN | TCP_FIN)) && !wnd_changed) || news;
         if (dup)
             t->dupacks++;
         if (!t->in_recovery) {
-            if (may_recover(t) && ((dup && t->dupacks == 3) || sk_bytes(t) >= 3u * t->mss))
+            unsigned thresh = dupthresh(t, flight);
+            if (may_recover(t) && (t->dupacks >= thresh || sk_bytes(t) >= thresh * t->mss))
                 enter_recovery(t, flight);
         } else {
             if (dup && t->dupacks > 3)
                 t->cwnd += t->mss; /* inflate: a segment left the network */
-            if (news || dup)
+            if (dup)
                 retransmit_hole(t); /* one hole per ACK: the ACK clock paces it */
         }
     }
@@ -1413,7 +1476,7 @@ static void syn_sent_input(zbuf_ip_tcp_t *t, zbuf_t *z, const struct seg *sg)
         if (t->nrexmit == 0)
             rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
         enter_established(t);
-        t->snd_wnd = sg->wnd << t->snd_wscale;
+        t->snd_wnd = sg->wnd; /* never scaled in a SYN segment (RFC 7323 2.2) */
         t->max_snd_wnd = t->snd_wnd;
         t->snd_wl1 = sg->seq;
         t->snd_wl2 = sg->ack;
@@ -1440,8 +1503,7 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
     uint32_t seq = sg->seq;
     uint8_t flags = sg->flags;
 
-    /* TIME_WAIT: a new SYN with a higher sequence number may reuse the pair
-     * (handled by the caller); everything else only gets an ACK. */
+    /* (A new SYN for a pair in TIME_WAIT was handled by the caller.) */
     if (t->state == ZBUF_IP_TCP_SYN_RCVD && (flags & TCP_SYN) && !(flags & TCP_ACK) &&
         seq == t->irs) {
         send_syn(t); /* our SYN-ACK was lost */
@@ -1482,6 +1544,8 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
             return;
         }
     }
+
+    keep_touch(t); /* an acceptable segment: the peer is alive */
 
     /* RST (RFC 5961 3.2): exact match resets, in-window gets a challenge. */
     if (flags & TCP_RST) {
@@ -1556,7 +1620,8 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
             rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
         t->snd_una = t->iss + 1;
         enter_established(t);
-        t->snd_wnd = sg->wnd << t->snd_wscale;
+        /* The window of a SYN-ACK (simultaneous open) is not scaled. */
+        t->snd_wnd = (sg->flags & TCP_SYN) ? sg->wnd : sg->wnd << t->snd_wscale;
         t->max_snd_wnd = t->snd_wnd;
         t->snd_wl1 = seq;
         t->snd_wl2 = sg->ack;
@@ -1783,7 +1848,11 @@ static void on_rto(zbuf_ip_tcp_t *t)
     t->recover = t->snd_max;
     t->in_recovery = false;
     t->dupacks = 0;
-    t->nsk = 0; /* RFC 6675 5.1: after a timeout, start afresh */
+    /* Keep what the peer reported holding so that go-back-N skips it
+     * (tcp_output_inner), unless timeouts repeat: then the peer may have
+     * dropped ("reneged") out-of-order data, and everything goes again. */
+    if (t->nrexmit >= 2)
+        t->nsk = 0;
     t->timing = false;
     t->snd_nxt = t->snd_una; /* go back N */
     rto_backoff(t);
@@ -1844,6 +1913,19 @@ int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s)
             n++;
             on_persist(t);
         }
+        if (t->t_keep && now >= t->t_keep) {
+            n++;
+            if (t->keep_sent >= t->keep_count) {
+                tcp_emit(t, t->snd_max, TCP_RST | TCP_ACK, 0, 0);
+                pcb_fail(t, -ETIMEDOUT);
+                continue;
+            }
+            /* A segment one below snd_una: the peer must answer with an ACK. */
+            t->keep_sent++;
+            t->stack->st.tcp_keepalive_probes++;
+            tcp_emit(t, t->snd_una - 1, TCP_ACK, 0, 0);
+            t->t_keep = now + t->keep_intvl;
+        }
         if (t->t_delack && now >= t->t_delack) {
             n++;
             t->t_delack = 0;
@@ -1865,8 +1947,8 @@ uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s)
             continue;
         if (t->output_pending)
             return s->now;
-        const uint64_t ts[4] = {t->t_rtx, t->t_persist, t->t_delack, t->t_2msl};
-        for (int i = 0; i < 4; i++)
+        const uint64_t ts[5] = {t->t_rtx, t->t_persist, t->t_delack, t->t_2msl, t->t_keep};
+        for (int i = 0; i < 5; i++)
             if (ts[i] && ts[i] < d)
                 d = ts[i];
     }

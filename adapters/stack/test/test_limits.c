@@ -204,3 +204,30 @@ Test(limits, rst_in_syn_sent_needs_an_acceptable_ack)
     cr_assert_eq(a.err, -ECONNREFUSED);
     zh_single_fini(&u);
 }
+
+Test(limits, syn_ack_window_is_not_scaled_the_next_one_is)
+{
+    zh_single_t u;
+    zh_single_init(&u, NULL);
+    arp_from(&u, ZH_B, 0xb);
+    zh_single_clear(&u);
+    ep_t a = {0};
+    ep_connect(&a, u.s, ZH_B, 80);
+    zh_tcp_seg_t syn;
+    cr_assert(zh_tx_tcp(&u, 0, &syn));
+    const uint8_t opts[8] = {2, 4, 0x05, 0xb4, 1, 3, 3, 7};
+    uint8_t f[128];
+    size_t n = zh_tcp_frame(f, 80, syn.sport, 5000, syn.seq + 1, 0x12, 1000, opts, 8, NULL, 0);
+    zh_input(&u, f, n, 0);
+    cr_assert_eq(a.connected, 1);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(a.pcb, &in);
+    cr_assert_eq(in.snd_wscale, 7);
+    cr_assert_eq(in.snd_wnd, 1000, "RFC 7323: the window of a SYN is never scaled");
+    n = zh_tcp_frame(f, 80, syn.sport, 5001, syn.seq + 1, 0x10, 1000, NULL, 0, NULL, 0);
+    zh_input(&u, f, n, 0);
+    zbuf_ip_tcp_info(a.pcb, &in);
+    cr_assert_eq(in.snd_wnd, 1000u << 7);
+    zbuf_ip_tcp_abort(a.pcb);
+    zh_single_fini(&u);
+}

@@ -417,3 +417,30 @@ Test(tcp, passive_side_closes_first)
     ep_fini(&b);
     zh_pair_fini(&p);
 }
+
+Test(tcp, keepalive_probes_an_idle_peer_and_gives_up_when_it_is_gone)
+{
+    zh_pair_t p;
+    zh_pair_init(&p, NULL, NULL);
+    ep_t a = {0}, b = {0};
+    struct two t = {&a, &b};
+    ep_listen(&b, p.b, 80);
+    ep_connect(&a, p.a, ZH_B, 80);
+    cr_assert(zh_pair_run(&p, both_connected, &t, 5000));
+    cr_assert_eq(zbuf_ip_tcp_set_keepalive(a.pcb, 1000, 0, 3), -EINVAL);
+    cr_assert_eq(zbuf_ip_tcp_set_keepalive(a.pcb, 1000, 500, 3), 0);
+    zh_pair_run(&p, idle_tcp, NULL, 10000);
+    zbuf_ip_stats_t st;
+    zbuf_ip_stats(p.a, &st);
+    cr_assert_geq(st.tcp_keepalive_probes, 5, "one probe per idle second");
+    cr_assert_eq(a.errors, 0, "the peer answers every probe");
+    cr_assert_eq(zbuf_ip_tcp_state(a.pcb), ZBUF_IP_TCP_ESTABLISHED);
+    zbuf_ip_link_set_impairments(p.link, 1.0, 0, 0);
+    cr_assert(zh_pair_run(&p, a_failed, &a, 10000));
+    cr_assert_eq(a.err, -ETIMEDOUT);
+    zbuf_ip_tcp_abort(b.pcb);
+    zbuf_ip_tcp_close(b.listener);
+    ep_fini(&a);
+    ep_fini(&b);
+    zh_pair_fini(&p);
+}

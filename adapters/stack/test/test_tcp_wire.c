@@ -530,3 +530,52 @@ Test(tcp_wire, a_driver_scribbling_on_sent_frames_cannot_corrupt_retransmissions
     zbuf_ip_tcp_close(e.listener);
     zh_single_fini(&u);
 }
+
+Test(tcp_wire, limited_transmit_then_fast_retransmit_and_early_retransmit)
+{
+    zh_single_t u;
+    zh_single_init(&u, NULL);
+    ep_t e = {0};
+    zh_tcp_seg_t sa, r;
+    uint32_t iss = establish(&u, &e, mss1460, sizeof mss1460, &sa);
+    uint32_t base = iss + 1;
+    static char data[14 * 1460];
+    zbuf_t *z;
+    zbuf_create(&z);
+    zbuf_append_buf(z, data, sizeof data, NULL, NULL);
+    cr_assert_eq(zbuf_ip_tcp_write(e.pcb, z), 0);
+    cr_assert_eq(u.ntx, 10, "the congestion window holds ten");
+    zh_single_clear(&u);
+    /* First loss: each of the first two duplicates lets one new segment out. */
+    for (int d = 1; d <= 2; d++) {
+        send_seg(&u, PEER_ISN + 1, base, 0x10, NULL, 0, NULL);
+        cr_assert_eq(u.ntx, 1, "duplicate %d: one new segment (RFC 3042)", d);
+        cr_assert(zh_tx_tcp(&u, 0, &r));
+        cr_assert_eq(r.seq, base + (uint32_t)(9 + d) * 1460);
+        zh_single_clear(&u);
+    }
+    send_seg(&u, PEER_ISN + 1, base, 0x10, NULL, 0, NULL);
+    cr_assert_geq(u.ntx, 1);
+    cr_assert(zh_tx_tcp(&u, 0, &r));
+    cr_assert_eq(r.seq, base, "third duplicate: fast retransmit");
+    zh_single_clear(&u);
+    /* Everything sent so far arrives: recovery ends, the last two go. */
+    send_seg(&u, PEER_ISN + 1, base + 12 * 1460, 0x10, NULL, 0, NULL);
+    cr_assert_eq(u.ntx, 2);
+    zh_single_clear(&u);
+    send_seg(&u, PEER_ISN + 1, base + 13 * 1460, 0x10, NULL, 0, NULL);
+    cr_assert_eq(u.ntx, 0);
+    /* One segment flies, nothing new waits: one duplicate is enough
+     * (RFC 5827 early retransmit). */
+    send_seg(&u, PEER_ISN + 1, base + 13 * 1460, 0x10, NULL, 0, NULL);
+    cr_assert_geq(u.ntx, 1, "early retransmit");
+    cr_assert(zh_tx_tcp(&u, 0, &r));
+    cr_assert_eq(r.seq, base + 13 * 1460);
+    zbuf_ip_stats_t st;
+    zbuf_ip_stats(u.s, &st);
+    cr_assert_eq(st.tcp_fast_retransmits, 2);
+    cr_assert_eq(st.tcp_rto, 0);
+    zbuf_ip_tcp_abort(e.pcb);
+    zbuf_ip_tcp_close(e.listener);
+    zh_single_fini(&u);
+}

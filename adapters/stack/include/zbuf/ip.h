@@ -162,33 +162,51 @@ ZBUF_EXPORT int zbuf_ip_poll(zbuf_ip_stack_t *s);
  */
 ZBUF_EXPORT uint64_t zbuf_ip_next_deadline(const zbuf_ip_stack_t *s);
 
-/** Counters of one stack (all since creation). */
+/** Counters of one stack (all since creation, except the two gauges). */
 typedef struct zbuf_ip_stats {
-    uint64_t rx_frames, rx_bytes;     /**< frames handed in by drivers */
-    uint64_t tx_frames, tx_bytes;     /**< frames handed to drivers */
-    uint64_t rx_drops;                /**< frames dropped for any reason */
-    uint64_t bad_eth, bad_arp, bad_ip, bad_icmp, bad_udp, bad_tcp; /**< malformed */
-    uint64_t bad_checksum;            /**< any checksum mismatch */
-    uint64_t ip_frag_drops;           /**< fragments (never reassembled) */
-    uint64_t ip_not_ours;             /**< packets for other hosts */
-    uint64_t arp_requests_tx, arp_replies_tx, arp_queue_drops;
-    uint64_t icmp_echo_rx, icmp_echo_tx;
-    uint64_t udp_rx, udp_tx, udp_no_port;
-    uint64_t tcp_rx_segs, tcp_tx_segs;
-    uint64_t tcp_rx_payload;          /**< in-order payload bytes delivered */
-    uint64_t tcp_tx_payload;          /**< payload bytes sent, retransmissions included */
-    uint64_t tcp_retransmits;         /**< segments sent again (any reason) */
-    uint64_t tcp_rto;                 /**< retransmission timeouts */
-    uint64_t tcp_fast_retransmits;    /**< fast retransmits (3 duplicate ACKs) */
-    uint64_t tcp_ooo_queued;          /**< segments put in an out-of-order queue */
-    uint64_t tcp_ooo_drops;           /**< out-of-order segments refused (limits) */
-    uint64_t tcp_rst_rx, tcp_rst_tx;
-    uint64_t tcp_challenge_acks;      /**< RFC 5961 challenge ACKs sent */
-    uint64_t tcp_window_probes;       /**< zero-window probes sent */
-    uint64_t tcp_accepts, tcp_connects, tcp_pcb_limit;
-    uint64_t udp_payload_rx, udp_payload_tx; /**< UDP payload bytes */
-    uint32_t tcp_pcbs;                /**< TCP PCBs alive now (a gauge, not a counter) */
-    uint32_t udp_pcbs;                /**< UDP PCBs alive now */
+    uint64_t rx_frames;            /**< frames handed in by drivers */
+    uint64_t rx_bytes;             /**< bytes of those frames */
+    uint64_t tx_frames;            /**< frames handed to drivers */
+    uint64_t tx_bytes;             /**< bytes of those frames */
+    uint64_t rx_drops;             /**< received frames dropped, for any reason */
+    uint64_t bad_eth;              /**< malformed Ethernet frames */
+    uint64_t bad_arp;              /**< malformed or suspicious ARP packets */
+    uint64_t bad_ip;               /**< malformed IPv4 headers, bad source addresses */
+    uint64_t bad_icmp;             /**< malformed ICMP messages */
+    uint64_t bad_udp;              /**< malformed UDP headers */
+    uint64_t bad_tcp;              /**< malformed TCP headers */
+    uint64_t bad_checksum;         /**< any checksum mismatch */
+    uint64_t ip_frag_drops;        /**< fragments (never reassembled) */
+    uint64_t ip_not_ours;          /**< packets for other hosts */
+    uint64_t arp_requests_tx;      /**< ARP requests sent */
+    uint64_t arp_replies_tx;       /**< ARP replies sent */
+    uint64_t arp_queue_drops;      /**< packets dropped waiting for ARP (queue full, timeout) */
+    uint64_t icmp_echo_rx;         /**< echo requests received */
+    uint64_t icmp_echo_tx;         /**< echo replies sent */
+    uint64_t udp_rx;               /**< datagrams delivered */
+    uint64_t udp_tx;               /**< datagrams sent */
+    uint64_t udp_no_port;          /**< datagrams for a port nobody has */
+    uint64_t tcp_rx_segs;          /**< TCP segments received (valid headers) */
+    uint64_t tcp_tx_segs;          /**< TCP segments sent */
+    uint64_t tcp_rx_payload;       /**< in-order payload bytes delivered */
+    uint64_t tcp_tx_payload;       /**< payload bytes sent, retransmissions included */
+    uint64_t tcp_retransmits;      /**< segments sent again (any reason) */
+    uint64_t tcp_rto;              /**< retransmission timeouts */
+    uint64_t tcp_fast_retransmits; /**< fast recoveries entered (duplicate ACKs or SACK) */
+    uint64_t tcp_ooo_queued;       /**< segments put in an out-of-order queue */
+    uint64_t tcp_ooo_drops;        /**< out-of-order segments refused (limits) */
+    uint64_t tcp_rst_rx;           /**< RSTs received in the window */
+    uint64_t tcp_rst_tx;           /**< RSTs sent */
+    uint64_t tcp_challenge_acks;   /**< RFC 5961 challenge ACKs sent */
+    uint64_t tcp_window_probes;    /**< zero-window probes sent */
+    uint64_t tcp_keepalive_probes; /**< keepalive probes sent */
+    uint64_t tcp_accepts;          /**< connections established through a listener */
+    uint64_t tcp_connects;         /**< active opens started */
+    uint64_t tcp_pcb_limit;        /**< connections refused for lack of PCBs */
+    uint64_t udp_payload_rx;       /**< UDP payload bytes received */
+    uint64_t udp_payload_tx;       /**< UDP payload bytes sent */
+    uint32_t tcp_pcbs;             /**< TCP PCBs alive now (a gauge) */
+    uint32_t udp_pcbs;             /**< UDP PCBs alive now (a gauge) */
 } zbuf_ip_stats_t;
 
 /** @brief Copy the stack's counters into @p out. */
@@ -319,7 +337,11 @@ typedef struct zbuf_ip_link_config {
 typedef struct zbuf_ip_link_stats {
     uint64_t frames;     /**< frames handed to the link */
     uint64_t delivered;  /**< frames delivered (duplicates included) */
-    uint64_t lost, duplicated, reordered, overflow, no_buffer;
+    uint64_t lost;       /**< frames dropped by the loss setting */
+    uint64_t duplicated; /**< frames delivered twice */
+    uint64_t reordered;  /**< frames held back */
+    uint64_t overflow;   /**< frames dropped: queue full */
+    uint64_t no_buffer;  /**< frames dropped: receiver's pool empty (copy_to_pool) */
     uint64_t dma_bytes;  /**< bytes the emulated NIC copied (copy_to_pool) */
 } zbuf_ip_link_stats_t;
 
@@ -518,6 +540,16 @@ ZBUF_EXPORT void zbuf_ip_tcp_recved(zbuf_ip_tcp_t *t, size_t n);
 /** @brief Disable (true) or enable (false, the default) Nagle's algorithm. */
 ZBUF_EXPORT void zbuf_ip_tcp_set_nodelay(zbuf_ip_tcp_t *t, bool nodelay);
 
+/**
+ * @brief Keepalive (RFC 1122 4.2.3.6; off by default): after @p idle_ms
+ *        without a segment from the peer, send a probe every
+ *        @p interval_ms; after @p count unanswered probes the connection
+ *        fails with `-ETIMEDOUT`.  @p idle_ms 0 turns it off.
+ * @return 0; `-EINVAL` (@p interval_ms or @p count 0 with keepalive on).
+ */
+ZBUF_EXPORT int zbuf_ip_tcp_set_keepalive(zbuf_ip_tcp_t *t, uint32_t idle_ms,
+                                          uint32_t interval_ms, unsigned count);
+
 /** @brief Close the sending direction: a FIN follows the queued data.
  *         Receiving continues.  @return 0; `-ENOTCONN`. */
 ZBUF_EXPORT int zbuf_ip_tcp_shutdown(zbuf_ip_tcp_t *t);
@@ -542,16 +574,23 @@ ZBUF_EXPORT const char *zbuf_ip_tcp_state_name(zbuf_ip_tcp_state_t st);
 
 /** Snapshot of a connection's variables. */
 typedef struct zbuf_ip_tcp_info {
-    zbuf_ip_tcp_state_t state;
-    uint32_t local_addr, remote_addr;
-    uint16_t local_port, remote_port;
-    uint16_t mss;            /**< send MSS */
-    uint8_t snd_wscale, rcv_wscale;
-    uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd;
-    uint32_t srtt_ms, rto_ms;
-    size_t unacked;          /**< bytes in the retransmission queue */
-    size_t ooo_bytes;        /**< bytes held out of order */
-    uint64_t retransmits;    /**< segments sent again */
+    zbuf_ip_tcp_state_t state; /**< current state */
+    uint32_t local_addr;       /**< our address */
+    uint32_t remote_addr;      /**< the peer's address */
+    uint16_t local_port;       /**< our port */
+    uint16_t remote_port;      /**< the peer's port */
+    uint16_t mss;              /**< send MSS */
+    uint8_t snd_wscale;        /**< shift applied to the peer's window field */
+    uint8_t rcv_wscale;        /**< shift applied to ours */
+    uint32_t cwnd;             /**< congestion window, bytes */
+    uint32_t ssthresh;         /**< slow-start threshold, bytes */
+    uint32_t snd_wnd;          /**< the peer's receive window, bytes */
+    uint32_t rcv_wnd;          /**< window we advertise now, bytes */
+    uint32_t srtt_ms;          /**< smoothed round-trip time */
+    uint32_t rto_ms;           /**< retransmission timeout (with backoff) */
+    size_t unacked;            /**< bytes in the retransmission queue */
+    size_t ooo_bytes;          /**< bytes held out of order */
+    uint64_t retransmits;      /**< segments sent again */
 } zbuf_ip_tcp_info_t;
 
 /** @brief Fill @p out.  @return 0; `-EINVAL`. */
@@ -625,7 +664,7 @@ ZBUF_EXPORT int zbuf_ip_sock_bufsend(zbuf_ip_sock_t *k, void *buf, size_t len,
                                      zbuf_release_cb cb, void *arg);
 
 /**
- * @brief Take up to @p max received bytes (#ZBUF_TO_END: all there are).
+ * @brief Take up to @p max received bytes (ZBUF_TO_END: all there are).
  * @param[out] out  a new zbuf of the driver's segments (the caller deletes
  *                  it); NULL at end of stream.
  * @return the bytes taken (> 0); 0 at end of stream; `-EAGAIN` when nothing
