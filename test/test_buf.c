@@ -11,16 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(buf);
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
 
 /* What a release callback received, and on which thread. */
 struct seen {
@@ -56,7 +50,7 @@ static int temp_file(void)
 Test(buf, alloc_gives_a_private_writable_buffer)
 {
     zbuf_buf_t *b = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     int fd = 7;
     off_t off = 9;
 
@@ -70,9 +64,9 @@ Test(buf, alloc_gives_a_private_writable_buffer)
     cr_assert_eq(fd, 7);
     cr_assert_eq(off, 9);
     memset(zbuf_buf_data(b), 0xab, 300);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
     zbuf_buf_unref(b);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(buf, alloc_data_is_aligned_for_any_type)
@@ -88,13 +82,13 @@ Test(buf, alloc_data_is_aligned_for_any_type)
 Test(buf, alloc_rejects_bad_arguments)
 {
     zbuf_buf_t *b = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_alloc(0, &b), -EINVAL);
     cr_assert_eq(zbuf_buf_alloc(16, NULL), -EINVAL);
     /* No allocator can satisfy this; the size must not wrap around either. */
     cr_assert_eq(zbuf_buf_alloc(SIZE_MAX, &b), -ENOMEM);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(buf, a_second_reference_makes_it_shared)
@@ -113,10 +107,10 @@ Test(buf, a_second_reference_makes_it_shared)
 
 Test(buf, unref_null_is_a_noop)
 {
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     zbuf_buf_unref(NULL);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 /* ----------------------------------------------------------------- wrap */
@@ -126,7 +120,7 @@ Test(buf, wrap_enrols_without_copying_and_releases_once)
     static uint8_t area[50];
     struct seen seen = {0};
     zbuf_buf_t *b = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_wrap(area, 50, record_release, &seen, &b), 0);
     cr_assert_eq(zbuf_buf_data(b), area);
@@ -134,7 +128,7 @@ Test(buf, wrap_enrols_without_copying_and_releases_once)
     cr_assert_eq(zbuf_buf_refs(b), 1);
     cr_assert_not(zbuf_buf_writable(b), "enrolled memory is read-only to the library");
     cr_assert_not(zbuf_buf_file(b, NULL, NULL));
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     zbuf_buf_ref(b);
     zbuf_buf_unref(b);
     cr_assert_eq(seen.calls, 0);
@@ -142,18 +136,18 @@ Test(buf, wrap_enrols_without_copying_and_releases_once)
     cr_assert_eq(seen.calls, 1);
     cr_assert_eq(seen.data, area);
     cr_assert_eq(seen.size, 50);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(buf, wrap_with_null_callback)
 {
     static uint8_t area[4];
     zbuf_buf_t *b;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_wrap(area, 4, NULL, NULL, &b), 0);
     zbuf_buf_unref(b);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(buf, wrap_rejects_bad_arguments_without_calling_back)
@@ -161,13 +155,13 @@ Test(buf, wrap_rejects_bad_arguments_without_calling_back)
     static uint8_t area[4];
     zbuf_buf_t *b;
     int rel = 0;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_wrap(NULL, 4, zt_count_release, &rel, &b), -EINVAL);
     cr_assert_eq(zbuf_buf_wrap(area, 0, zt_count_release, &rel, &b), -EINVAL);
     cr_assert_eq(zbuf_buf_wrap(area, 4, zt_count_release, &rel, NULL), -EINVAL);
     cr_assert_eq(rel, 0);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(buf, segments_each_hold_a_reference)
@@ -292,7 +286,7 @@ Test(buf, wrap_file_describes_a_file_range)
     struct seen seen = {0};
     int got_fd = -1;
     off_t got_off = -1;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_wrap_file(fd, 4, 12, record_release, &seen, &b), 0);
     cr_assert_null(zbuf_buf_data(b));
@@ -303,12 +297,12 @@ Test(buf, wrap_file_describes_a_file_range)
     cr_assert_eq(got_fd, fd);
     cr_assert_eq(got_off, 4);
     cr_assert(zbuf_buf_file(b, NULL, NULL));
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
     zbuf_buf_unref(b);
     cr_assert_eq(seen.calls, 1);
     cr_assert_null(seen.data);
     cr_assert_eq(seen.size, 12);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
     close(fd);
 }
 
@@ -317,14 +311,14 @@ Test(buf, wrap_file_rejects_bad_arguments)
     int fd = temp_file();
     zbuf_buf_t *b;
     int rel = 0;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_wrap_file(-1, 0, 4, zt_count_release, &rel, &b), -EINVAL);
     cr_assert_eq(zbuf_buf_wrap_file(fd, -1, 4, zt_count_release, &rel, &b), -EINVAL);
     cr_assert_eq(zbuf_buf_wrap_file(fd, 0, 0, zt_count_release, &rel, &b), -EINVAL);
     cr_assert_eq(zbuf_buf_wrap_file(fd, 0, 4, zt_count_release, &rel, NULL), -EINVAL);
     cr_assert_eq(rel, 0);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
     close(fd);
 }
 
@@ -346,10 +340,10 @@ Test(buf, file_segments_are_read_by_copyout_and_counted)
     zbuf_buf_unref(b);
     zt_check(z);
     cr_assert_eq(zbuf_length(z), 8);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_copyout(z, 0, out, ZBUF_TO_END), 8);
     cr_assert_eq(memcmp(out, "<cdefgh>", 8), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 8);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 8);
     cr_assert_eq(zbuf_copyout(z, 3, out, 2), 2);
     cr_assert_eq(memcmp(out, "ef", 2), 0);
     cr_assert_eq(zbuf_delete(z), 0);
@@ -428,10 +422,10 @@ Test(buf, unreadable_file_range_is_eio_and_changes_nothing)
     zt_check(z);
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_copyout(z, 0, out, 5), 5, "the readable part reads");
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_copyout(z, 0, out, 30), -EIO);
     cr_assert_eq(zbuf_copyout(z, 25, out, 2), -EIO);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied, "a failed read counted bytes");
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied, "a failed read counted bytes");
     cr_assert_eq(zbuf_length(z), 30);
     cr_assert_eq(zbuf_seg_count(z), 1);
     zt_check(z);

@@ -6,47 +6,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(create);
-
-/* Byte i of a zbuf built by make() is PAT(i). */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths. */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
 
 Test(create, new_zbuf_is_empty_and_consistent)
 {
@@ -66,15 +29,15 @@ Test(create, new_zbuf_is_empty_and_consistent)
 
 Test(create, counts_one_live_zbuf_until_deleted)
 {
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
     zbuf_t *z;
 
     cr_assert_eq(zbuf_create(&z), 0);
-    cr_assert_eq(stats().live_zbufs, before.live_zbufs + 1);
-    cr_assert_eq(stats().live_segs, before.live_segs);
-    cr_assert_eq(stats().live_bufs, before.live_bufs);
+    cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs + 1);
+    cr_assert_eq(zt_stats().live_segs, before.live_segs);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_zbufs, before.live_zbufs);
+    cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs);
 }
 
 Test(create, two_zbufs_are_distinct_handles)
@@ -96,18 +59,18 @@ Test(create, two_zbufs_are_distinct_handles)
 
 Test(create, null_out_is_einval_and_creates_nothing)
 {
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
 
     cr_assert_eq(zbuf_create(NULL), -EINVAL);
-    cr_assert_eq(stats().live_zbufs, before.live_zbufs);
+    cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs);
 }
 
 Test(create, delete_null_is_a_noop)
 {
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
 
     cr_assert_eq(zbuf_delete(NULL), 0);
-    cr_assert_eq(stats().live_zbufs, before.live_zbufs);
+    cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs);
 }
 
 Test(create, delete_twice_is_einval)
@@ -128,7 +91,7 @@ Test(create, length_and_seg_count_of_null_are_zero)
 Test(create, length_and_seg_count_follow_the_segments)
 {
     static const size_t lens[] = {3, 1, 7, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
 
     cr_assert_eq(zbuf_length(z), 13);
     cr_assert_eq(zbuf_seg_count(z), 4);
@@ -138,17 +101,17 @@ Test(create, length_and_seg_count_follow_the_segments)
 Test(create, delete_releases_every_enrolled_buffer_once)
 {
     static const size_t lens[] = {5, 9, 1};
-    zbuf_t *z = make(lens, 3);
-    zbuf_stats_t before = stats();
+    zbuf_t *z = zt_make(lens, 3);
+    zbuf_stats_t before = zt_stats();
 
     for (size_t k = 0; k < 3; k++)
-        cr_assert_eq(released[k], 0, "buffer %zu released before delete", k);
+        cr_assert_eq(zt_released[k], 0, "buffer %zu released before delete", k);
     cr_assert_eq(zbuf_delete(z), 0);
     for (size_t k = 0; k < 3; k++)
-        cr_assert_eq(released[k], 1, "buffer %zu released %d times", k, released[k]);
-    cr_assert_eq(stats().live_segs, before.live_segs - 3);
-    cr_assert_eq(stats().live_bufs, before.live_bufs - 3);
-    cr_assert_eq(stats().live_zbufs, before.live_zbufs - 1);
+        cr_assert_eq(zt_released[k], 1, "buffer %zu released %d times", k, zt_released[k]);
+    cr_assert_eq(zt_stats().live_segs, before.live_segs - 3);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs - 3);
+    cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs - 1);
 }
 
 /* Records what the release callback received. */
@@ -188,39 +151,39 @@ Test(create, release_callback_gets_the_enrolled_address_and_size)
 Test(create, delete_of_a_null_callback_buffer_releases_silently)
 {
     static uint8_t area[16];
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
     zbuf_t *z;
 
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_insert_buf(z, 0, area, sizeof area, NULL, NULL, NULL), 0);
     zt_check(z);
-    cr_assert_eq(stats().live_bufs, before.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs + 1);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_bufs, before.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs);
 }
 
 Test(create, delete_keeps_buffers_another_zbuf_shares)
 {
     static const size_t lens[] = {4, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
 
     cr_assert_eq(zbuf_dup(z, 2, 4, &d), 0); /* shares both buffers */
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 0);
-    cr_assert_eq(released[1], 0);
+    cr_assert_eq(zt_released[0], 0);
+    cr_assert_eq(zt_released[1], 0);
     zt_check(d);
     cr_assert_eq(zbuf_length(d), 4);
     cr_assert_eq(zbuf_delete(d), 0);
-    cr_assert_eq(released[0], 1);
-    cr_assert_eq(released[1], 1);
+    cr_assert_eq(zt_released[0], 1);
+    cr_assert_eq(zt_released[1], 1);
 }
 
 Test(create, delete_keeps_buffers_a_caller_handle_holds)
 {
     zbuf_buf_t *b;
     zbuf_t *z;
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
 
     cr_assert_eq(zbuf_buf_alloc(32, &b), 0);
     cr_assert_eq(zbuf_create(&z), 0);
@@ -229,41 +192,41 @@ Test(create, delete_keeps_buffers_a_caller_handle_holds)
     cr_assert_eq(zbuf_buf_refs(b), 2);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_buf_refs(b), 1);
-    cr_assert_eq(stats().live_bufs, before.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs + 1);
     zbuf_buf_unref(b);
-    cr_assert_eq(stats().live_bufs, before.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs);
 }
 
 Test(create, delete_of_an_empty_zbuf_releases_nothing)
 {
     zbuf_t *z;
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
 
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_bufs, before.live_bufs);
-    cr_assert_eq(stats().live_segs, before.live_segs);
+    cr_assert_eq(zt_stats().live_bufs, before.live_bufs);
+    cr_assert_eq(zt_stats().live_segs, before.live_segs);
 }
 
 Test(create, many_zbufs_come_and_go_without_leaks)
 {
     zbuf_t *zs[100];
-    zbuf_stats_t before = stats();
+    zbuf_stats_t before = zt_stats();
 
     for (int round = 0; round < 3; round++) {
         for (size_t i = 0; i < 100; i++) {
             cr_assert_eq(zbuf_create(&zs[i]), 0);
             cr_assert_eq(zbuf_append_copy(zs[i], &i, sizeof i), 0);
         }
-        cr_assert_eq(stats().live_zbufs, before.live_zbufs + 100);
+        cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs + 100);
         for (size_t i = 0; i < 100; i++) {
             size_t v = 0;
             cr_assert_eq(zbuf_copyout(zs[i], 0, &v, sizeof v), (ssize_t)sizeof v);
             cr_assert_eq(v, i);
             cr_assert_eq(zbuf_delete(zs[i]), 0);
         }
-        cr_assert_eq(stats().live_zbufs, before.live_zbufs);
-        cr_assert_eq(stats().live_bufs, before.live_bufs);
+        cr_assert_eq(zt_stats().live_zbufs, before.live_zbufs);
+        cr_assert_eq(zt_stats().live_bufs, before.live_bufs);
     }
 }
 

@@ -9,165 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(dup);
-
-/* Byte i of a zbuf built by make() or make_heap() is PAT(i), so any range
- * can be checked without keeping a copy. */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths (buffer k is mem[k],
- * counted in released[k], which starts at 0). */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_leq(n, MAXSEGS);
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        cr_assert_leq(lens[k], SEGMAX);
-        released[k] = 0;
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-/* A zbuf of library-owned (writable) segments of the given lengths. */
-static zbuf_t *make_heap(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-    uint8_t tmp[SEGMAX];
-
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        zbuf_seg_t *s = NULL;
-        cr_assert_leq(lens[k], SEGMAX);
-        for (size_t i = 0; i < lens[k]; i++)
-            tmp[i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_copy(z, ZBUF_OFF_END, tmp, lens[k], &s), 0);
-        zt_check(z);
-        cr_assert_eq(zbuf_seg_length(z, s), lens[k]);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-#define SNAPSEGS 64
-#define SNAPBYTES 4096
-
-/* What a zbuf looks like: its bytes and the place and length of each
- * segment.  Taken without zbuf_copyout() so that bytes_copied is untouched. */
-typedef struct {
-    size_t len;
-    size_t nsegs;
-    const void *data[SNAPSEGS];
-    size_t seglen[SNAPSEGS];
-    uint8_t bytes[SNAPBYTES];
-} snap_t;
-
-static void snap(snap_t *s, const zbuf_t *z)
-{
-    size_t k = 0, pos = 0;
-
-    memset(s, 0, sizeof *s);
-    s->len = zbuf_length(z);
-    s->nsegs = zbuf_seg_count(z);
-    cr_assert_leq(s->len, SNAPBYTES);
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g), k++) {
-        cr_assert_lt(k, SNAPSEGS);
-        s->data[k] = zbuf_seg_data(z, g);
-        s->seglen[k] = zbuf_seg_length(z, g);
-        cr_assert_not_null(s->data[k]);
-        cr_assert_gt(s->seglen[k], 0);
-        cr_assert_leq(pos + s->seglen[k], s->len);
-        memcpy(s->bytes + pos, s->data[k], s->seglen[k]);
-        pos += s->seglen[k];
-    }
-    cr_assert_eq(k, s->nsegs, "walked %zu segments, seg_count says %zu", k, s->nsegs);
-    cr_assert_eq(pos, s->len, "segments hold %zu bytes, length says %zu", pos, s->len);
-}
-
-/* The zbuf holds the same bytes in the same segments as in @p before. */
-static void assert_unchanged(const snap_t *before, const zbuf_t *z)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, before->len, "length %zu -> %zu", before->len, now->len);
-    cr_assert_eq(now->nsegs, before->nsegs, "segments %zu -> %zu", before->nsegs, now->nsegs);
-    for (size_t k = 0; k < now->nsegs; k++) {
-        cr_assert_eq(now->data[k], before->data[k], "segment %zu moved", k);
-        cr_assert_eq(now->seglen[k], before->seglen[k], "segment %zu resized", k);
-    }
-    cr_assert_eq(memcmp(now->bytes, before->bytes, now->len), 0, "bytes changed");
-    free(now);
-}
-
-/* The zbuf holds exactly @p n bytes equal to @p want. */
-static void expect_bytes(const zbuf_t *z, const uint8_t *want, size_t n)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, n, "length %zu, expected %zu", now->len, n);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(now->bytes[i], want[i], "byte %zu is %u, expected %u", i, now->bytes[i],
-                     want[i]);
-    free(now);
-}
-
-/* The zbuf holds exactly PAT(from) .. PAT(from + n - 1). */
-static void expect_pat(const zbuf_t *z, size_t from, size_t n)
-{
-    uint8_t want[SNAPBYTES];
-
-    cr_assert_leq(n, SNAPBYTES);
-    for (size_t i = 0; i < n; i++)
-        want[i] = PAT(from + i);
-    expect_bytes(z, want, n);
-}
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
-/* Every counter of released[] equals the one in @p want. */
-static void expect_released(const int *want, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        cr_assert_eq(released[k], want[k], "buffer %zu released %d times, expected %d", k,
-                     released[k], want[k]);
-}
-
-static const int none[MAXSEGS];
 
 /* Number of segments the range [off, off + len) touches. */
 static size_t segs_touched(const size_t *lens, size_t n, size_t off, size_t len)
@@ -185,51 +30,51 @@ static size_t segs_touched(const size_t *lens, size_t n, size_t off, size_t len)
 Test(dup, whole_zbuf_shares_every_segment)
 {
     static const size_t lens[] = {3, 1, 4};
-    zbuf_t *z = make(lens, 3);
+    zbuf_t *z = zt_make(lens, 3);
     zbuf_t *d = NULL;
-    snap_t before, copy;
+    zt_snap_t before, copy;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
     zt_check(z);
     zt_check(d);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 1);
-    cr_assert_eq(stats().live_bufs, st.live_bufs, "dup must not create buffers");
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs + 1);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs, "dup must not create buffers");
     zt_check(d);
-    assert_unchanged(&before, z);
-    snap(&copy, d);
+    zt_assert_unchanged(&before, z);
+    zt_snap(&copy, d);
     cr_assert_eq(copy.nsegs, 3);
     for (size_t k = 0; k < 3; k++) {
-        cr_assert_eq(copy.data[k], mem[k], "segment %zu of the dup is not shared", k);
+        cr_assert_eq(copy.data[k], zt_mem[k], "segment %zu of the dup is not shared", k);
         cr_assert_eq(copy.seglen[k], lens[k]);
     }
     for (zbuf_seg_t *s = zbuf_seg_first(d); s != NULL; s = zbuf_seg_next(d, s))
         cr_assert_eq(zbuf_buf_refs(zbuf_seg_buf(d, s)), 2);
-    expect_pat(d, 0, 8);
+    zt_expect_pat(d, 0, 8);
     cr_assert_eq(zbuf_delete(d), 0);
-    expect_released(none, 3);
+    zt_expect_released(zt_none, 3);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(dup, explicit_length_equals_to_end)
 {
     static const size_t lens[] = {3, 1, 4};
-    zbuf_t *z = make(lens, 3);
+    zbuf_t *z = zt_make(lens, 3);
     zbuf_t *d;
 
     cr_assert_eq(zbuf_dup(z, 0, 8, &d), 0);
     zt_check(z);
     zt_check(d);
-    expect_pat(d, 0, 8);
+    zt_expect_pat(d, 0, 8);
     cr_assert_eq(zbuf_seg_count(d), 3);
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_dup(z, 5, ZBUF_TO_END, &d), 0);
     zt_check(z);
     zt_check(d);
-    expect_pat(d, 5, 3);
+    zt_expect_pat(d, 5, 3);
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -237,7 +82,7 @@ Test(dup, explicit_length_equals_to_end)
 Test(dup, inside_one_segment_points_into_it)
 {
     static const size_t lens[] = {20};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_t *d;
     zbuf_seg_t *s;
 
@@ -245,7 +90,7 @@ Test(dup, inside_one_segment_points_into_it)
     zt_check(d);
     cr_assert_eq(zbuf_seg_count(d), 1);
     s = zbuf_seg_first(d);
-    cr_assert_eq(zbuf_seg_data(d, s), mem[0] + 6);
+    cr_assert_eq(zbuf_seg_data(d, s), zt_mem[0] + 6);
     cr_assert_eq(zbuf_seg_length(d, s), 9);
     cr_assert_eq(zbuf_seg_buf_offset(d, s), 6);
     cr_assert_eq(zbuf_seg_buf(d, s), zbuf_seg_buf(z, zbuf_seg_first(z)));
@@ -257,19 +102,19 @@ Test(dup, inside_one_segment_points_into_it)
 Test(dup, every_range_shares_and_copies_nothing)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 4);
+    zt_snap_t before;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     for (size_t off = 0; off <= 10; off++) {
         for (size_t len = 0; off + len <= 10; len++) {
             zbuf_t *d = NULL;
-            zbuf_stats_t st = stats();
+            zbuf_stats_t st = zt_stats();
             zbuf_seg_t *s;
 
             cr_assert_eq(zbuf_dup(z, off, len, &d), 0, "off %zu len %zu", off, len);
-            cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-            expect_pat(d, off, len);
+            cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+            zt_expect_pat(d, off, len);
             cr_assert_eq(zbuf_seg_count(d), segs_touched(lens, 4, off, len), "off %zu len %zu",
                          off, len);
             /* The dup's first byte is the original's byte, not a copy. */
@@ -283,26 +128,26 @@ Test(dup, every_range_shares_and_copies_nothing)
             } else {
                 cr_assert_null(s);
             }
-            assert_unchanged(&before, z);
+            zt_assert_unchanged(&before, z);
             cr_assert_eq(zbuf_delete(d), 0);
         }
     }
-    expect_released(none, 4);
+    zt_expect_released(zt_none, 4);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(dup, empty_range_gives_an_empty_zbuf)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_dup(z, 3, 0, &d), 0);
     zt_check(d);
     cr_assert_eq(zbuf_length(d), 0);
     cr_assert_eq(zbuf_seg_count(d), 0);
-    cr_assert_eq(stats().live_segs, st.live_segs);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_dup(z, 7, ZBUF_TO_END, &d), 0);
     zt_check(z);
@@ -334,56 +179,56 @@ Test(dup, of_an_empty_zbuf)
 Test(dup, shared_buffer_is_released_when_the_original_goes_last)
 {
     static const size_t lens[] = {6, 6};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
 
     cr_assert_eq(zbuf_dup(z, 2, 8, &d), 0);
     zt_check(z);
     zt_check(d);
     cr_assert_eq(zbuf_delete(d), 0);
-    expect_released(none, 2);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
-    cr_assert_eq(released[1], 1);
+    cr_assert_eq(zt_released[0], 1);
+    cr_assert_eq(zt_released[1], 1);
 }
 
 Test(dup, shared_buffer_is_released_when_the_dup_goes_last)
 {
     static const size_t lens[] = {6, 6};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
 
     cr_assert_eq(zbuf_dup(z, 2, 8, &d), 0);
     zt_check(z);
     zt_check(d);
     cr_assert_eq(zbuf_delete(z), 0);
-    expect_released(none, 2);
-    expect_pat(d, 2, 8);
+    zt_expect_released(zt_none, 2);
+    zt_expect_pat(d, 2, 8);
     cr_assert_eq(zbuf_delete(d), 0);
-    cr_assert_eq(released[0], 1);
-    cr_assert_eq(released[1], 1);
+    cr_assert_eq(zt_released[0], 1);
+    cr_assert_eq(zt_released[1], 1);
 }
 
 Test(dup, untouched_buffers_are_released_with_the_original)
 {
     static const size_t lens[] = {3, 3, 3};
-    zbuf_t *z = make(lens, 3);
+    zbuf_t *z = zt_make(lens, 3);
     zbuf_t *d;
 
     cr_assert_eq(zbuf_dup(z, 3, 3, &d), 0); /* shares only the middle buffer */
     cr_assert_eq(zbuf_seg_count(d), 1);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
-    cr_assert_eq(released[1], 0);
-    cr_assert_eq(released[2], 1);
+    cr_assert_eq(zt_released[0], 1);
+    cr_assert_eq(zt_released[1], 0);
+    cr_assert_eq(zt_released[2], 1);
     cr_assert_eq(zbuf_delete(d), 0);
-    cr_assert_eq(released[1], 1);
+    cr_assert_eq(zt_released[1], 1);
 }
 
 Test(dup, dup_of_a_dup_shares_the_same_memory)
 {
     static const size_t lens[] = {10};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_t *d1, *d2;
 
     cr_assert_eq(zbuf_dup(z, 2, 6, &d1), 0);
@@ -392,27 +237,27 @@ Test(dup, dup_of_a_dup_shares_the_same_memory)
     cr_assert_eq(zbuf_dup(d1, 1, 3, &d2), 0);
     zt_check(d1);
     zt_check(d2);
-    cr_assert_eq(zbuf_seg_data(d2, zbuf_seg_first(d2)), mem[0] + 3);
+    cr_assert_eq(zbuf_seg_data(d2, zbuf_seg_first(d2)), zt_mem[0] + 3);
     cr_assert_eq(zbuf_buf_refs(zbuf_seg_buf(z, zbuf_seg_first(z))), 3);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_delete(d1), 0);
-    cr_assert_eq(released[0], 0);
-    expect_pat(d2, 3, 3);
+    cr_assert_eq(zt_released[0], 0);
+    zt_expect_pat(d2, 3, 3);
     cr_assert_eq(zbuf_delete(d2), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 Test(dup, changes_to_shared_memory_are_seen_by_both)
 {
     static const size_t lens[] = {8};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_t *d;
     uint8_t a, b;
 
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
     zt_check(z);
     zt_check(d);
-    mem[0][5] = 0x99;
+    zt_mem[0][5] = 0x99;
     cr_assert_eq(zbuf_copyout(z, 5, &a, 1), 1);
     cr_assert_eq(zbuf_copyout(d, 5, &b, 1), 1);
     cr_assert_eq(a, 0x99);
@@ -424,7 +269,7 @@ Test(dup, changes_to_shared_memory_are_seen_by_both)
 Test(dup, makes_library_buffers_read_only_until_the_dup_goes)
 {
     static const size_t lens[] = {8};
-    zbuf_t *z = make_heap(lens, 1);
+    zbuf_t *z = zt_make_heap(lens, 1);
     zbuf_t *d;
 
     cr_assert(zbuf_writable(z, 0, 8));
@@ -441,11 +286,11 @@ Test(dup, makes_library_buffers_read_only_until_the_dup_goes)
 Test(dup, modifying_the_dup_leaves_the_original_alone)
 {
     static const size_t lens[] = {4, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
-    snap_t before;
+    zt_snap_t before;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
     zt_check(z);
     zt_check(d);
@@ -455,9 +300,9 @@ Test(dup, modifying_the_dup_leaves_the_original_alone)
     zt_check(d);
     cr_assert_eq(zbuf_append_copy(d, "yy", 2), 0);
     zt_check(d);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(d), 0);
-    expect_released(none, 2);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -466,7 +311,7 @@ Test(dup, of_library_and_pool_buffers_frees_them_once)
     zbuf_pool_t *p;
     zbuf_buf_t *b;
     zbuf_t *z, *d;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
     cr_assert_eq(zbuf_pool_get(p, &b), 0);
@@ -483,7 +328,7 @@ Test(dup, of_library_and_pool_buffers_frees_them_once)
     cr_assert_eq(zbuf_pool_available(p), 0, "pool buffer returned while the dup holds it");
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_pool_available(p), 1);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
     zbuf_pool_delete(p);
 }
 
@@ -491,23 +336,23 @@ Test(dup, of_library_and_pool_buffers_frees_them_once)
 static void dup_rejected(size_t off, size_t len, int want)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d = (zbuf_t *)&d;
-    snap_t before;
+    zt_snap_t before;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_dup(z, off, len, &d), want, "off %zu len %zu", off, len);
     cr_assert_eq(d, (zbuf_t *)&d, "out written on failure");
-    assert_unchanged(&before, z);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
-    cr_assert_eq(stats().live_segs, st.live_segs);
+    zt_assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
     for (zbuf_seg_t *s = zbuf_seg_first(z); s != NULL; s = zbuf_seg_next(z, s))
         cr_assert_eq(zbuf_buf_refs(zbuf_seg_buf(z, s)), 1);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0] + released[1], 2);
-    memset(released, 0, sizeof released);
+    cr_assert_eq(zt_released[0] + zt_released[1], 2);
+    memset(zt_released, 0, sizeof zt_released);
 }
 
 Test(dup, range_outside_is_erange)
@@ -524,20 +369,20 @@ Test(dup, range_outside_is_erange)
 Test(dup, null_out_or_zbuf_is_einval)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
-    snap_t before;
+    zt_snap_t before;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_dup(z, 0, 2, NULL), -EINVAL);
     cr_assert_eq(zbuf_dup(NULL, 0, 0, &d), -EINVAL);
-    assert_unchanged(&before, z);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
+    zt_assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_dup(z, 0, 0, &d), -EINVAL, "deleted zbuf");
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs - 1);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs - 1);
 }
 
 Test(dup, of_a_file_segment_shares_it)
@@ -558,11 +403,11 @@ Test(dup, of_a_file_segment_shares_it)
     cr_assert_eq(zbuf_append_ref(z, b, 0, 8), 0);
     zt_check(z);
     zbuf_buf_unref(b);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_dup(z, 1, 6, &d), 0);
     zt_check(z);
     zt_check(d);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_seg_buf(d, zbuf_seg_first(d)), zbuf_seg_buf(z, zbuf_seg_first(z)));
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(rel, 0);

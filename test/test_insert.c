@@ -8,153 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(insert);
 
-/* Byte i of a zbuf built by make() or make_heap() is PAT(i), so any range
- * can be checked without keeping a copy. */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths (buffer k is mem[k],
- * counted in released[k], which starts at 0). */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_leq(n, MAXSEGS);
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        cr_assert_leq(lens[k], SEGMAX);
-        released[k] = 0;
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-#define SNAPSEGS 64
-#define SNAPBYTES 4096
-
-/* What a zbuf looks like: its bytes and the place and length of each
- * segment.  Taken without zbuf_copyout() so that bytes_copied is untouched. */
-typedef struct {
-    size_t len;
-    size_t nsegs;
-    const void *data[SNAPSEGS];
-    size_t seglen[SNAPSEGS];
-    uint8_t bytes[SNAPBYTES];
-} snap_t;
-
-static void snap(snap_t *s, const zbuf_t *z)
-{
-    size_t k = 0, pos = 0;
-
-    memset(s, 0, sizeof *s);
-    s->len = zbuf_length(z);
-    s->nsegs = zbuf_seg_count(z);
-    cr_assert_leq(s->len, SNAPBYTES);
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g), k++) {
-        cr_assert_lt(k, SNAPSEGS);
-        s->data[k] = zbuf_seg_data(z, g);
-        s->seglen[k] = zbuf_seg_length(z, g);
-        cr_assert_not_null(s->data[k]);
-        cr_assert_gt(s->seglen[k], 0);
-        cr_assert_leq(pos + s->seglen[k], s->len);
-        memcpy(s->bytes + pos, s->data[k], s->seglen[k]);
-        pos += s->seglen[k];
-    }
-    cr_assert_eq(k, s->nsegs, "walked %zu segments, seg_count says %zu", k, s->nsegs);
-    cr_assert_eq(pos, s->len, "segments hold %zu bytes, length says %zu", pos, s->len);
-}
-
-/* The zbuf holds the same bytes in the same segments as in @p before. */
-static void assert_unchanged(const snap_t *before, const zbuf_t *z)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, before->len, "length %zu -> %zu", before->len, now->len);
-    cr_assert_eq(now->nsegs, before->nsegs, "segments %zu -> %zu", before->nsegs, now->nsegs);
-    for (size_t k = 0; k < now->nsegs; k++) {
-        cr_assert_eq(now->data[k], before->data[k], "segment %zu moved", k);
-        cr_assert_eq(now->seglen[k], before->seglen[k], "segment %zu resized", k);
-    }
-    cr_assert_eq(memcmp(now->bytes, before->bytes, now->len), 0, "bytes changed");
-    free(now);
-}
-
-/* The zbuf holds exactly @p n bytes equal to @p want. */
-static void expect_bytes(const zbuf_t *z, const uint8_t *want, size_t n)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, n, "length %zu, expected %zu", now->len, n);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(now->bytes[i], want[i], "byte %zu is %u, expected %u", i, now->bytes[i],
-                     want[i]);
-    free(now);
-}
-
-/* The zbuf holds exactly PAT(from) .. PAT(from + n - 1). */
-static void expect_pat(const zbuf_t *z, size_t from, size_t n)
-{
-    uint8_t want[SNAPBYTES];
-
-    cr_assert_leq(n, SNAPBYTES);
-    for (size_t i = 0; i < n; i++)
-        want[i] = PAT(from + i);
-    expect_bytes(z, want, n);
-}
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
-/* Every counter of released[] equals the one in @p want. */
-static void expect_released(const int *want, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        cr_assert_eq(released[k], want[k], "buffer %zu released %d times, expected %d", k,
-                     released[k], want[k]);
-}
-
-static const int none[MAXSEGS];
-
-/* A model of the expected bytes: PAT(0 .. total-1) with @p n bytes of
+/* A model of the expected bytes: ZT_PAT(0 .. total-1) with @p n bytes of
  * @p ins put in at @p off. */
 static void model_insert(uint8_t *out, size_t total, size_t off, const uint8_t *ins, size_t n)
 {
     size_t j = 0;
     for (size_t i = 0; i < off; i++)
-        out[j++] = PAT(i);
+        out[j++] = ZT_PAT(i);
     for (size_t i = 0; i < n; i++)
         out[j++] = ins[i];
     for (size_t i = off; i < total; i++)
-        out[j++] = PAT(i);
+        out[j++] = ZT_PAT(i);
 }
 
 /* Number of segments after inserting one segment at @p off of a zbuf whose
@@ -200,7 +69,7 @@ Test(insert, buf_into_empty_zbuf_at_off_end)
 
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, area, 4, zt_count_release, &rel, NULL), 0);
-    expect_bytes(z, area, 4);
+    zt_expect_bytes(z, area, 4);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(rel, 1);
 }
@@ -216,12 +85,12 @@ Test(insert, buf_at_every_offset_puts_bytes_before_that_byte)
         uint8_t want[13];
         int rel = 0;
 
-        memset(released, 0, sizeof released);
-        z = make(lens, 3);
+        memset(zt_released, 0, sizeof zt_released);
+        z = zt_make(lens, 3);
         cr_assert_eq(zbuf_insert_buf(z, off, area, 5, zt_count_release, &rel, &s), 0);
         zt_check(z);
         model_insert(want, 8, off, area, 5);
-        expect_bytes(z, want, 13);
+        zt_expect_bytes(z, want, 13);
         cr_assert_eq(zbuf_seg_count(z), segs_after_insert(lens, 3, off), "off %zu", off);
         cr_assert_eq(zbuf_seg_data(z, s), area);
         cr_assert_eq(zbuf_seg_length(z, s), 5);
@@ -230,12 +99,12 @@ Test(insert, buf_at_every_offset_puts_bytes_before_that_byte)
             cr_assert_eq(zbuf_locate(z, s, 0, &at), 0);
             cr_assert_eq(at, off, "new segment starts at %zu, expected %zu", at, off);
         }
-        expect_released(none, 3);
+        zt_expect_released(zt_none, 3);
         cr_assert_eq(rel, 0);
         cr_assert_eq(zbuf_delete(z), 0);
         cr_assert_eq(rel, 1);
         for (size_t k = 0; k < 3; k++)
-            cr_assert_eq(released[k], 1);
+            cr_assert_eq(zt_released[k], 1);
     }
 }
 
@@ -243,12 +112,12 @@ Test(insert, buf_off_end_appends_after_last_byte)
 {
     static const size_t lens[] = {3, 1};
     static uint8_t area[2] = {0xee, 0xef};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     uint8_t want[6];
 
     cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, area, 2, NULL, NULL, NULL), 0);
     model_insert(want, 4, 4, area, 2);
-    expect_bytes(z, want, 6);
+    zt_expect_bytes(z, want, 6);
     cr_assert_eq(zbuf_seg_count(z), 3);
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -257,7 +126,7 @@ Test(insert, buf_inside_a_segment_splits_it_around_the_new_one)
 {
     static const size_t lens[] = {10};
     static uint8_t area[3] = {7, 7, 7};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_seg_t *s1, *s2, *s3;
 
     cr_assert_eq(zbuf_insert_buf(z, 4, area, 3, NULL, NULL, NULL), 0);
@@ -266,32 +135,32 @@ Test(insert, buf_inside_a_segment_splits_it_around_the_new_one)
     s1 = zbuf_seg_first(z);
     s2 = zbuf_seg_next(z, s1);
     s3 = zbuf_seg_next(z, s2);
-    cr_assert_eq(zbuf_seg_data(z, s1), mem[0]);
+    cr_assert_eq(zbuf_seg_data(z, s1), zt_mem[0]);
     cr_assert_eq(zbuf_seg_length(z, s1), 4);
     cr_assert_eq(zbuf_seg_data(z, s2), area);
-    cr_assert_eq(zbuf_seg_data(z, s3), mem[0] + 4, "the tail must share, not copy");
+    cr_assert_eq(zbuf_seg_data(z, s3), zt_mem[0] + 4, "the tail must share, not copy");
     cr_assert_eq(zbuf_seg_length(z, s3), 6);
     cr_assert_eq(zbuf_seg_buf(z, s1), zbuf_seg_buf(z, s3));
     cr_assert_eq(zbuf_buf_refs(zbuf_seg_buf(z, s1)), 2);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 Test(insert, buf_never_writes_the_enrolled_memory)
 {
     static const size_t lens[] = {8, 8};
     static uint8_t area[32];
-    zbuf_t *z = make(lens, 2);
-    uint8_t saved[MAXSEGS][SEGMAX];
+    zbuf_t *z = zt_make(lens, 2);
+    uint8_t saved[ZT_MAXSEGS][ZT_SEGMAX];
 
     memset(area, 0x5a, sizeof area);
-    memcpy(saved, mem, sizeof mem);
+    memcpy(saved, zt_mem, sizeof zt_mem);
     cr_assert_eq(zbuf_insert_buf(z, 3, area, sizeof area, NULL, NULL, NULL), 0);
     cr_assert_eq(zbuf_insert_copy(z, 0, "hdr", 3, NULL), 0);
     cr_assert_eq(zbuf_insert_copy(z, ZBUF_OFF_END, "trl", 3, NULL), 0);
     cr_assert_eq(zbuf_insert_copy(z, 20, "mid", 3, NULL), 0);
     zt_check(z);
-    cr_assert_eq(memcmp(saved, mem, sizeof mem), 0);
+    cr_assert_eq(memcmp(saved, zt_mem, sizeof zt_mem), 0);
     for (size_t i = 0; i < sizeof area; i++)
         cr_assert_eq(area[i], 0x5a, "enrolled byte %zu written", i);
     cr_assert_eq(zbuf_delete(z), 0);
@@ -300,45 +169,45 @@ Test(insert, buf_never_writes_the_enrolled_memory)
 Test(insert, buf_is_released_only_when_its_last_segment_goes)
 {
     static const size_t lens[] = {12};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
 
     /* Split the buffer over two segments by inserting in the middle. */
     cr_assert_eq(zbuf_insert_copy(z, 6, "--", 2, NULL), 0);
     cr_assert_eq(zbuf_seg_count(z), 3);
     cr_assert_eq(zbuf_cut(z, 0, 6, NULL), 0);
     zt_check(z);
-    cr_assert_eq(released[0], 0, "released while a segment still refers to it");
+    cr_assert_eq(zt_released[0], 0, "released while a segment still refers to it");
     cr_assert_eq(zbuf_cut(z, 2, ZBUF_TO_END, NULL), 0);
     zt_check(z);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 Test(insert, buf_with_null_callback_is_accepted)
 {
     static uint8_t area[3] = {1, 2, 3};
     zbuf_t *z;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_prepend_buf(z, area, 3, NULL, NULL), 0);
-    expect_bytes(z, area, 3);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    zt_expect_bytes(z, area, 3);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(insert, buf_copies_nothing)
 {
     static const size_t lens[] = {5, 5};
     static uint8_t area[100];
-    zbuf_t *z = make(lens, 2);
-    zbuf_stats_t st = stats();
+    zbuf_t *z = zt_make(lens, 2);
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_insert_buf(z, 7, area, 100, NULL, NULL, NULL), 0);
     cr_assert_eq(zbuf_append_buf(z, area, 10, NULL, NULL), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -347,20 +216,20 @@ Test(insert, buf_copies_nothing)
 static void buf_rejected(size_t off, void *data, size_t len, int want)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     zbuf_stats_t st;
     zbuf_seg_t *s = (zbuf_seg_t *)&before;
     int rel = 0;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_insert_buf(z, off, data, len, zt_count_release, &rel, &s), want);
     cr_assert_eq(s, (zbuf_seg_t *)&before, "seg written on failure");
-    assert_unchanged(&before, z);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
-    cr_assert_eq(stats().live_segs, st.live_segs);
-    expect_released(none, 2);
+    zt_assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(rel, 0, "callback of a rejected enrolment ran");
 }
@@ -419,11 +288,11 @@ Test(insert, ref_takes_a_reference_and_the_caller_keeps_its_own)
     zbuf_buf_t *b;
     zbuf_t *z;
     zbuf_seg_t *s = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_buf_alloc(64, &b), 0);
     for (size_t i = 0; i < 64; i++)
-        ((uint8_t *)zbuf_buf_data(b))[i] = PAT(i);
+        ((uint8_t *)zbuf_buf_data(b))[i] = ZT_PAT(i);
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_insert_ref(z, 0, b, 10, 20, &s), 0);
     zt_check(z);
@@ -431,12 +300,12 @@ Test(insert, ref_takes_a_reference_and_the_caller_keeps_its_own)
     cr_assert_eq(zbuf_seg_buf(z, s), b);
     cr_assert_eq(zbuf_seg_buf_offset(z, s), 10);
     cr_assert_eq(zbuf_seg_data(z, s), (uint8_t *)zbuf_buf_data(b) + 10);
-    expect_pat(z, 10, 20);
+    zt_expect_pat(z, 10, 20);
     zbuf_buf_unref(b); /* our handle; the segment keeps the buffer */
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
-    expect_pat(z, 10, 20);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
+    zt_expect_pat(z, 10, 20);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(insert, ref_whole_buffer_and_last_byte)
@@ -449,7 +318,7 @@ Test(insert, ref_whole_buffer_and_last_byte)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_insert_ref(z, 0, b, 0, 8, NULL), 0);
     cr_assert_eq(zbuf_append_ref(z, b, 7, 1), 0);
-    expect_bytes(z, (const uint8_t *)"012345677", 9);
+    zt_expect_bytes(z, (const uint8_t *)"012345677", 9);
     cr_assert_eq(zbuf_seg_count(z), 2);
     cr_assert_eq(zbuf_buf_refs(b), 3);
     zbuf_buf_unref(b);
@@ -459,7 +328,7 @@ Test(insert, ref_whole_buffer_and_last_byte)
 Test(insert, ref_inside_a_segment_splits_it)
 {
     static const size_t lens[] = {6};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_buf_t *b;
     uint8_t want[10];
 
@@ -468,10 +337,10 @@ Test(insert, ref_inside_a_segment_splits_it)
     cr_assert_eq(zbuf_insert_ref(z, 2, b, 0, 4, NULL), 0);
     zbuf_buf_unref(b);
     model_insert(want, 6, 2, (const uint8_t *)"WXYZ", 4);
-    expect_bytes(z, want, 10);
+    zt_expect_bytes(z, want, 10);
     cr_assert_eq(zbuf_seg_count(z), 3);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 Test(insert, ref_of_an_enrolled_buffer_shares_it_until_every_reference_goes)
@@ -497,20 +366,20 @@ Test(insert, ref_of_an_enrolled_buffer_shares_it_until_every_reference_goes)
 static void ref_rejected(size_t off, zbuf_buf_t *b, size_t boff, size_t len, int want)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     unsigned refs = b ? zbuf_buf_refs(b) : 0;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_insert_ref(z, off, b, boff, len, NULL), want,
                  "off %zu boff %zu len %zu", off, boff, len);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     if (b != NULL)
         cr_assert_eq(zbuf_buf_refs(b), refs);
-    cr_assert_eq(stats().live_segs, st.live_segs);
-    expect_released(none, 2);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -572,10 +441,10 @@ Test(insert, ref_copies_nothing)
 
     cr_assert_eq(zbuf_buf_alloc(1000, &b), 0);
     cr_assert_eq(zbuf_create(&z), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_append_ref(z, b, 0, 1000), 0);
     cr_assert_eq(zbuf_insert_ref(z, 500, b, 100, 300, NULL), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -585,17 +454,17 @@ Test(insert, ref_copies_nothing)
 Test(insert, copy_counts_exactly_the_bytes_copied)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     uint8_t src[300];
     zbuf_stats_t st;
 
     memset(src, 0x33, sizeof src);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_insert_copy(z, 5, src, 300, NULL), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 300);
-    cr_assert_geq(stats().copies, st.copies + 1);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 300);
+    cr_assert_geq(zt_stats().copies, st.copies + 1);
     cr_assert_eq(zbuf_insert_copy(z, 0, src, 1, NULL), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 301);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 301);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -607,7 +476,7 @@ Test(insert, copy_only_borrows_the_source)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_copy(z, src, 8), 0);
     memset(src, 0, sizeof src);
-    expect_bytes(z, (const uint8_t *)"abcdefg", 8);
+    zt_expect_bytes(z, (const uint8_t *)"abcdefg", 8);
     cr_assert_neq(zbuf_seg_data(z, zbuf_seg_first(z)), (void *)src);
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -623,16 +492,16 @@ Test(insert, copy_at_every_offset_puts_bytes_before_that_byte)
         uint8_t want[11];
         size_t at = 99;
 
-        memset(released, 0, sizeof released);
-        z = make(lens, 3);
+        memset(zt_released, 0, sizeof zt_released);
+        z = zt_make(lens, 3);
         cr_assert_eq(zbuf_insert_copy(z, off, ins, 3, &s), 0);
         model_insert(want, 8, off, ins, 3);
-        expect_bytes(z, want, 11);
+        zt_expect_bytes(z, want, 11);
         cr_assert_eq(zbuf_seg_count(z), segs_after_insert(lens, 3, off), "off %zu", off);
         cr_assert_eq(zbuf_seg_length(z, s), 3);
         cr_assert_eq(zbuf_locate(z, s, 0, &at), 0);
         cr_assert_eq(at, off);
-        expect_released(none, 3);
+        zt_expect_released(zt_none, 3);
         cr_assert_eq(zbuf_delete(z), 0);
     }
 }
@@ -645,38 +514,38 @@ Test(insert, copy_prepend_and_append_wrappers)
     cr_assert_eq(zbuf_append_copy(z, "cd", 2), 0);
     cr_assert_eq(zbuf_prepend_copy(z, "ab", 2), 0);
     cr_assert_eq(zbuf_append_copy(z, "ef", 2), 0);
-    expect_bytes(z, (const uint8_t *)"abcdef", 6);
+    zt_expect_bytes(z, (const uint8_t *)"abcdef", 6);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(insert, copy_leaves_enrolled_neighbours_untouched)
 {
     static const size_t lens[] = {4, 4};
-    zbuf_t *z = make(lens, 2);
-    uint8_t saved[MAXSEGS][SEGMAX];
+    zbuf_t *z = zt_make(lens, 2);
+    uint8_t saved[ZT_MAXSEGS][ZT_SEGMAX];
 
-    memcpy(saved, mem, sizeof mem);
+    memcpy(saved, zt_mem, sizeof zt_mem);
     cr_assert_eq(zbuf_insert_copy(z, 4, "zz", 2, NULL), 0);
     cr_assert_eq(zbuf_append_copy(z, "zz", 2), 0);
     cr_assert_eq(zbuf_prepend_copy(z, "zz", 2), 0);
-    cr_assert_eq(memcmp(saved, mem, sizeof mem), 0);
+    cr_assert_eq(memcmp(saved, zt_mem, sizeof zt_mem), 0);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 static void copy_rejected(size_t off, const void *data, size_t len, int want)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_insert_copy(z, off, data, len, NULL), want);
-    assert_unchanged(&before, z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
-    expect_released(none, 2);
+    zt_assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -694,29 +563,29 @@ Test(insert, copy_of_null_data_is_einval)
 Test(insert, copy_of_zero_bytes_adds_no_segment)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     int rc;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     /* The header does not say whether 0 bytes is an error; either way no
      * empty segment may appear. */
     rc = zbuf_insert_copy(z, 3, "abc", 0, NULL);
     cr_assert(rc == 0 || rc == -EINVAL, "rc %d", rc);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(insert, copy_into_null_or_deleted_zbuf_is_einval)
 {
     zbuf_t *z;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_insert_copy(NULL, 0, "abc", 3, NULL), -EINVAL);
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_insert_copy(z, 0, "abc", 3, NULL), -EINVAL);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
 }
 
 /* ------------------------------------------------- insert (move a zbuf) */
@@ -724,7 +593,7 @@ Test(insert, copy_into_null_or_deleted_zbuf_is_einval)
 Test(insert, zbuf_moves_segments_and_consumes_src)
 {
     static const size_t la[] = {3, 3};
-    zbuf_t *dst = make(la, 2);
+    zbuf_t *dst = zt_make(la, 2);
     zbuf_t *src;
     static uint8_t b1[4] = {0xb0, 0xb1, 0xb2, 0xb3}, b2[2] = {0xb4, 0xb5};
     int r1 = 0, r2 = 0;
@@ -735,23 +604,23 @@ Test(insert, zbuf_moves_segments_and_consumes_src)
     cr_assert_eq(zbuf_create(&src), 0);
     cr_assert_eq(zbuf_append_buf(src, b1, 4, zt_count_release, &r1), 0);
     cr_assert_eq(zbuf_append_buf(src, b2, 2, zt_count_release, &r2), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_insert(dst, 3, src, &first), 0);
     zt_check(dst);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs - 1, "src must be deleted");
-    cr_assert_eq(stats().live_segs, st.live_segs);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs - 1, "src must be deleted");
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(r1 + r2, 0, "moving segments released a buffer");
-    expect_released(none, 2);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_seg_count(dst), 4);
     cr_assert_eq(zbuf_seg_data(dst, first), b1);
     model_insert(want, 6, 3, (const uint8_t[]){0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb5}, 6);
-    expect_bytes(dst, want, 12);
+    zt_expect_bytes(dst, want, 12);
     cr_assert_eq(zbuf_delete(dst), 0);
     cr_assert_eq(r1, 1);
     cr_assert_eq(r2, 1);
-    cr_assert_eq(released[0], 1);
-    cr_assert_eq(released[1], 1);
+    cr_assert_eq(zt_released[0], 1);
+    cr_assert_eq(zt_released[1], 1);
 }
 
 Test(insert, zbuf_at_every_offset_of_every_split_shape)
@@ -766,21 +635,21 @@ Test(insert, zbuf_at_every_offset_of_every_split_shape)
         zbuf_stats_t st;
         size_t at = 99;
 
-        memset(released, 0, sizeof released);
-        dst = make(la, 3);
+        memset(zt_released, 0, sizeof zt_released);
+        dst = zt_make(la, 3);
         cr_assert_eq(zbuf_create(&src), 0);
         cr_assert_eq(zbuf_append_copy(src, ins, 2), 0);
         cr_assert_eq(zbuf_append_copy(src, ins + 2, 3), 0);
-        st = stats();
+        st = zt_stats();
         cr_assert_eq(zbuf_insert(dst, off, src, &first), 0);
-        cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+        cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
         model_insert(want, 8, off, ins, 5);
-        expect_bytes(dst, want, 13);
+        zt_expect_bytes(dst, want, 13);
         cr_assert_eq(zbuf_seg_count(dst), segs_after_insert(la, 3, off) + 1, "off %zu", off);
         cr_assert_eq(zbuf_locate(dst, first, 0, &at), 0);
         cr_assert_eq(at, off);
         cr_assert_eq(zbuf_seg_length(dst, first), 2);
-        expect_released(none, 3);
+        zt_expect_released(zt_none, 3);
         cr_assert_eq(zbuf_delete(dst), 0);
     }
 }
@@ -797,50 +666,50 @@ Test(insert, zbuf_off_end_and_append_wrapper_append)
     cr_assert_eq(zbuf_append_copy(c, "ef", 2), 0);
     cr_assert_eq(zbuf_insert(a, ZBUF_OFF_END, b, NULL), 0);
     cr_assert_eq(zbuf_append(a, c), 0);
-    expect_bytes(a, (const uint8_t *)"abcdef", 6);
+    zt_expect_bytes(a, (const uint8_t *)"abcdef", 6);
     cr_assert_eq(zbuf_delete(a), 0);
 }
 
 Test(insert, zbuf_into_empty_dst)
 {
     static const size_t ls[] = {2, 5};
-    zbuf_t *src = make(ls, 2);
+    zbuf_t *src = zt_make(ls, 2);
     zbuf_t *dst;
     zbuf_seg_t *first = NULL;
 
     cr_assert_eq(zbuf_create(&dst), 0);
     cr_assert_eq(zbuf_insert(dst, 0, src, &first), 0);
-    expect_pat(dst, 0, 7);
+    zt_expect_pat(dst, 0, 7);
     cr_assert_eq(zbuf_seg_count(dst), 2);
     cr_assert_eq(first, zbuf_seg_first(dst));
-    cr_assert_eq(zbuf_seg_data(dst, first), mem[0]);
+    cr_assert_eq(zbuf_seg_data(dst, first), zt_mem[0]);
     cr_assert_eq(zbuf_delete(dst), 0);
-    cr_assert_eq(released[0] + released[1], 2);
+    cr_assert_eq(zt_released[0] + zt_released[1], 2);
 }
 
 Test(insert, zbuf_empty_src_is_consumed_and_first_is_null)
 {
     static const size_t la[] = {2, 5};
-    zbuf_t *dst = make(la, 2);
+    zbuf_t *dst = zt_make(la, 2);
     zbuf_t *src;
-    snap_t before;
+    zt_snap_t before;
     zbuf_seg_t *first = (zbuf_seg_t *)&before;
     zbuf_stats_t st;
 
     cr_assert_eq(zbuf_create(&src), 0);
-    snap(&before, dst);
-    st = stats();
+    zt_snap(&before, dst);
+    st = zt_stats();
     cr_assert_eq(zbuf_insert(dst, 3, src, &first), 0);
     cr_assert_null(first);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs - 1);
-    assert_unchanged(&before, dst);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs - 1);
+    zt_assert_unchanged(&before, dst);
     cr_assert_eq(zbuf_delete(dst), 0);
 }
 
 Test(insert, zbuf_shared_with_dst_releases_only_after_both_copies_go)
 {
     static const size_t la[] = {6};
-    zbuf_t *z = make(la, 1);
+    zbuf_t *z = zt_make(la, 1);
     zbuf_t *d;
 
     cr_assert_eq(zbuf_dup(z, 1, 3, &d), 0);
@@ -849,13 +718,13 @@ Test(insert, zbuf_shared_with_dst_releases_only_after_both_copies_go)
     cr_assert_eq(zbuf_seg_count(z), 2);
     cr_assert_eq(zbuf_buf_refs(zbuf_seg_buf(z, zbuf_seg_first(z))), 2);
     cr_assert_eq(zbuf_cut(z, 0, 6, NULL), 0);
-    cr_assert_eq(released[0], 0);
+    cr_assert_eq(zt_released[0], 0);
     {
-        uint8_t want[3] = {PAT(1), PAT(2), PAT(3)};
-        expect_bytes(z, want, 3);
+        uint8_t want[3] = {ZT_PAT(1), ZT_PAT(2), ZT_PAT(3)};
+        zt_expect_bytes(z, want, 3);
     }
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 /* A rejected zbuf_insert(): both zbufs unchanged, src still the caller's. */
@@ -863,23 +732,23 @@ static void move_rejected(size_t off, bool same, int want)
 {
     static const size_t la[] = {3, 4};
     static uint8_t sb[5] = {1, 2, 3, 4, 5};
-    zbuf_t *dst = make(la, 2);
+    zbuf_t *dst = zt_make(la, 2);
     zbuf_t *src;
-    snap_t bd, bs;
+    zt_snap_t bd, bs;
     zbuf_stats_t st;
     int rs = 0;
 
     cr_assert_eq(zbuf_create(&src), 0);
     cr_assert_eq(zbuf_append_buf(src, sb, 5, zt_count_release, &rs), 0);
-    snap(&bd, dst);
-    snap(&bs, src);
-    st = stats();
+    zt_snap(&bd, dst);
+    zt_snap(&bs, src);
+    st = zt_stats();
     cr_assert_eq(zbuf_insert(dst, off, same ? dst : src, NULL), want);
-    assert_unchanged(&bd, dst);
-    assert_unchanged(&bs, src);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
+    zt_assert_unchanged(&bd, dst);
+    zt_assert_unchanged(&bs, src);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs);
     cr_assert_eq(rs, 0);
-    expect_released(none, 2);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(src), 0, "src must still belong to the caller");
     cr_assert_eq(rs, 1);
     cr_assert_eq(zbuf_delete(dst), 0);
@@ -900,20 +769,20 @@ Test(insert, zbuf_into_itself_is_einval)
 Test(insert, zbuf_with_null_or_deleted_handles_is_einval)
 {
     zbuf_t *a, *gone;
-    snap_t sa;
+    zt_snap_t sa;
 
     cr_assert_eq(zbuf_create(&a), 0);
     cr_assert_eq(zbuf_append_copy(a, "abc", 3), 0);
     cr_assert_eq(zbuf_create(&gone), 0);
     cr_assert_eq(zbuf_delete(gone), 0);
-    snap(&sa, a);
+    zt_snap(&sa, a);
     cr_assert_eq(zbuf_insert(NULL, 0, a, NULL), -EINVAL);
-    assert_unchanged(&sa, a);
+    zt_assert_unchanged(&sa, a);
     cr_assert_eq(zbuf_insert(a, 0, NULL, NULL), -EINVAL);
-    assert_unchanged(&sa, a);
+    zt_assert_unchanged(&sa, a);
     cr_assert_eq(zbuf_insert(gone, 0, a, NULL), -EINVAL);
-    assert_unchanged(&sa, a);
+    zt_assert_unchanged(&sa, a);
     cr_assert_eq(zbuf_insert(a, 0, gone, NULL), -EINVAL);
-    assert_unchanged(&sa, a);
+    zt_assert_unchanged(&sa, a);
     cr_assert_eq(zbuf_delete(a), 0, "a must still belong to the caller");
 }

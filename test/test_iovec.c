@@ -9,166 +9,38 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(iovec);
 
-/* Byte i of a zbuf built by make() or make_heap() is PAT(i), so any range
- * can be checked without keeping a copy. */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths (buffer k is mem[k],
- * counted in released[k], which starts at 0). */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_leq(n, MAXSEGS);
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        cr_assert_leq(lens[k], SEGMAX);
-        released[k] = 0;
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-/* A zbuf of library-owned (writable) segments of the given lengths. */
-static zbuf_t *make_heap(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-    uint8_t tmp[SEGMAX];
-
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        zbuf_seg_t *s = NULL;
-        cr_assert_leq(lens[k], SEGMAX);
-        for (size_t i = 0; i < lens[k]; i++)
-            tmp[i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_copy(z, ZBUF_OFF_END, tmp, lens[k], &s), 0);
-        cr_assert_eq(zbuf_seg_length(z, s), lens[k]);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-#define SNAPSEGS 64
-#define SNAPBYTES 4096
-
-/* What a zbuf looks like: its bytes and the place and length of each
- * segment.  Taken without zbuf_copyout() so that bytes_copied is untouched. */
-typedef struct {
-    size_t len;
-    size_t nsegs;
-    const void *data[SNAPSEGS];
-    size_t seglen[SNAPSEGS];
-    uint8_t bytes[SNAPBYTES];
-} snap_t;
-
-static void snap(snap_t *s, const zbuf_t *z)
-{
-    size_t k = 0, pos = 0;
-
-    memset(s, 0, sizeof *s);
-    s->len = zbuf_length(z);
-    s->nsegs = zbuf_seg_count(z);
-    cr_assert_leq(s->len, SNAPBYTES);
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g), k++) {
-        cr_assert_lt(k, SNAPSEGS);
-        s->data[k] = zbuf_seg_data(z, g);
-        s->seglen[k] = zbuf_seg_length(z, g);
-        cr_assert_not_null(s->data[k]);
-        cr_assert_gt(s->seglen[k], 0);
-        cr_assert_leq(pos + s->seglen[k], s->len);
-        memcpy(s->bytes + pos, s->data[k], s->seglen[k]);
-        pos += s->seglen[k];
-    }
-    cr_assert_eq(k, s->nsegs, "walked %zu segments, seg_count says %zu", k, s->nsegs);
-    cr_assert_eq(pos, s->len, "segments hold %zu bytes, length says %zu", pos, s->len);
-}
-
-/* The zbuf holds the same bytes in the same segments as in @p before. */
-static void assert_unchanged(const snap_t *before, const zbuf_t *z)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, before->len, "length %zu -> %zu", before->len, now->len);
-    cr_assert_eq(now->nsegs, before->nsegs, "segments %zu -> %zu", before->nsegs, now->nsegs);
-    for (size_t k = 0; k < now->nsegs; k++) {
-        cr_assert_eq(now->data[k], before->data[k], "segment %zu moved", k);
-        cr_assert_eq(now->seglen[k], before->seglen[k], "segment %zu resized", k);
-    }
-    cr_assert_eq(memcmp(now->bytes, before->bytes, now->len), 0, "bytes changed");
-    free(now);
-}
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
-/* Every counter of released[] equals the one in @p want. */
-static void expect_released(const int *want, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        cr_assert_eq(released[k], want[k], "buffer %zu released %d times, expected %d", k,
-                     released[k], want[k]);
-}
-
-static const int none[MAXSEGS];
-
 Test(iovec, whole_zbuf_is_one_entry_per_segment)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
     struct iovec iov[8];
     size_t bytes = 0;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_iovec(z, 0, ZBUF_TO_END, iov, 8, &bytes), 4);
     cr_assert_eq(bytes, 10);
     for (size_t k = 0; k < 4; k++) {
-        cr_assert_eq(iov[k].iov_base, mem[k], "entry %zu is not the segment's memory", k);
+        cr_assert_eq(iov[k].iov_base, zt_mem[k], "entry %zu is not the segment's memory", k);
         cr_assert_eq(iov[k].iov_len, lens[k]);
     }
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(iovec, inside_one_segment_is_one_entry)
 {
     static const size_t lens[] = {20};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     struct iovec iov[2];
     size_t bytes = 0;
 
     cr_assert_eq(zbuf_iovec(z, 5, 7, iov, 2, &bytes), 1);
-    cr_assert_eq(iov[0].iov_base, mem[0] + 5);
+    cr_assert_eq(iov[0].iov_base, zt_mem[0] + 5);
     cr_assert_eq(iov[0].iov_len, 7);
     cr_assert_eq(bytes, 7);
     cr_assert_eq(zbuf_delete(z), 0);
@@ -177,24 +49,24 @@ Test(iovec, inside_one_segment_is_one_entry)
 Test(iovec, every_range_covers_exactly_its_bytes)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 4);
+    zt_snap_t before;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     for (size_t off = 0; off <= 10; off++) {
         for (size_t len = 0; off + len <= 10; len++) {
             struct iovec iov[8];
             size_t bytes = 99, total = 0, n = 0;
-            zbuf_stats_t st = stats();
+            zbuf_stats_t st = zt_stats();
             int cnt = zbuf_iovec(z, off, len, iov, 8, &bytes);
 
             cr_assert_geq(cnt, 0, "off %zu len %zu rc %d", off, len, cnt);
-            cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+            cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
             cr_assert_eq(bytes, len, "off %zu len %zu", off, len);
             for (int k = 0; k < cnt; k++) {
                 cr_assert_gt(iov[k].iov_len, 0, "empty entry");
                 for (size_t i = 0; i < iov[k].iov_len; i++, n++)
-                    cr_assert_eq(((uint8_t *)iov[k].iov_base)[i], PAT(off + n));
+                    cr_assert_eq(((uint8_t *)iov[k].iov_base)[i], ZT_PAT(off + n));
                 total += iov[k].iov_len;
             }
             cr_assert_eq(total, len);
@@ -210,24 +82,24 @@ Test(iovec, every_range_covers_exactly_its_bytes)
             }
         }
     }
-    assert_unchanged(&before, z);
-    expect_released(none, 4);
+    zt_assert_unchanged(&before, z);
+    zt_expect_released(zt_none, 4);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(iovec, small_array_stops_early_and_says_how_much)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
     struct iovec iov[4];
     size_t bytes = 0;
 
     memset(iov, 0, sizeof iov);
     cr_assert_eq(zbuf_iovec(z, 1, ZBUF_TO_END, iov, 2, &bytes), 2);
     cr_assert_eq(bytes, 3);
-    cr_assert_eq(iov[0].iov_base, mem[0] + 1);
+    cr_assert_eq(iov[0].iov_base, zt_mem[0] + 1);
     cr_assert_eq(iov[0].iov_len, 2);
-    cr_assert_eq(iov[1].iov_base, mem[1]);
+    cr_assert_eq(iov[1].iov_base, zt_mem[1]);
     cr_assert_null(iov[2].iov_base, "wrote past iovcnt");
     cr_assert_eq(zbuf_iovec(z, 0, ZBUF_TO_END, iov, 1, &bytes), 1);
     cr_assert_eq(bytes, 3);
@@ -237,7 +109,7 @@ Test(iovec, small_array_stops_early_and_says_how_much)
 Test(iovec, empty_range_or_zbuf_fills_nothing)
 {
     static const size_t lens[] = {3};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_t *e;
     struct iovec iov[2];
     size_t bytes = 99;
@@ -258,7 +130,7 @@ Test(iovec, empty_range_or_zbuf_fills_nothing)
 Test(iovec, bytes_may_be_null)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     struct iovec iov[2];
 
     cr_assert_eq(zbuf_iovec(z, 0, ZBUF_TO_END, iov, 2, NULL), 2);
@@ -270,7 +142,7 @@ Test(iovec, stops_before_a_file_segment)
     char path[] = "/tmp/zbuf-iovec-XXXXXX";
     int fd = mkstemp(path);
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_buf_t *b;
     struct iovec iov[4];
     size_t bytes = 0;
@@ -283,7 +155,7 @@ Test(iovec, stops_before_a_file_segment)
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_iovec(z, 0, ZBUF_TO_END, iov, 4, &bytes), 1);
     cr_assert_eq(bytes, 3);
-    cr_assert_eq(iov[0].iov_base, mem[0]);
+    cr_assert_eq(iov[0].iov_base, zt_mem[0]);
     bytes = 99;
     cr_assert_eq(zbuf_iovec(z, 3, ZBUF_TO_END, iov, 4, &bytes), 0, "starts with a file segment");
     cr_assert_eq(bytes, 0);
@@ -291,7 +163,7 @@ Test(iovec, stops_before_a_file_segment)
     cr_assert_eq(zbuf_iovec(z, 10, 5, iov, 4, &bytes), 0);
     cr_assert_eq(bytes, 0);
     cr_assert_eq(zbuf_iovec(z, 23, ZBUF_TO_END, iov, 4, &bytes), 1);
-    cr_assert_eq(iov[0].iov_base, mem[1]);
+    cr_assert_eq(iov[0].iov_base, zt_mem[1]);
     cr_assert_eq(bytes, 4);
     cr_assert_eq(zbuf_delete(z), 0);
     close(fd);
@@ -300,7 +172,7 @@ Test(iovec, stops_before_a_file_segment)
 Test(iovec, entries_feed_writev)
 {
     static const size_t lens[] = {7, 1, 30, 5, 12};
-    zbuf_t *z = make(lens, 5);
+    zbuf_t *z = zt_make(lens, 5);
     struct iovec iov[8];
     size_t bytes = 0;
     int fds[2], cnt;
@@ -312,7 +184,7 @@ Test(iovec, entries_feed_writev)
     cr_assert_eq(writev(fds[1], iov, cnt), 50);
     cr_assert_eq(read(fds[0], got, sizeof got), 50);
     for (size_t i = 0; i < 50; i++)
-        cr_assert_eq(got[i], PAT(4 + i));
+        cr_assert_eq(got[i], ZT_PAT(4 + i));
     close(fds[0]);
     close(fds[1]);
     cr_assert_eq(zbuf_delete(z), 0);
@@ -321,12 +193,12 @@ Test(iovec, entries_feed_writev)
 Test(iovec, rejected_calls_fill_nothing)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     struct iovec iov[4];
     size_t bytes = 1234;
-    snap_t before;
+    zt_snap_t before;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     memset(iov, 0, sizeof iov);
     cr_assert_eq(zbuf_iovec(z, 8, 0, iov, 4, &bytes), -ERANGE);
     cr_assert_eq(zbuf_iovec(z, 8, ZBUF_TO_END, iov, 4, &bytes), -ERANGE);
@@ -338,7 +210,7 @@ Test(iovec, rejected_calls_fill_nothing)
     cr_assert_eq(zbuf_iovec(z, 0, 1, iov, -1, &bytes), -EINVAL);
     cr_assert_eq(bytes, 1234, "bytes written on failure");
     cr_assert_null(iov[0].iov_base, "iov written on failure");
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_iovec(z, 0, 0, iov, 4, &bytes), -EINVAL, "deleted zbuf");
 }
@@ -346,7 +218,7 @@ Test(iovec, rejected_calls_fill_nothing)
 Test(iovec, entries_stay_valid_while_a_dup_holds_the_bytes)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make_heap(lens, 2);
+    zbuf_t *z = zt_make_heap(lens, 2);
     zbuf_t *d;
     struct iovec iov[2];
 
@@ -354,6 +226,6 @@ Test(iovec, entries_stay_valid_while_a_dup_holds_the_bytes)
     cr_assert_eq(zbuf_iovec(d, 0, ZBUF_TO_END, iov, 2, NULL), 2);
     cr_assert_eq(zbuf_delete(z), 0);
     for (size_t i = 0; i < 3; i++)
-        cr_assert_eq(((uint8_t *)iov[0].iov_base)[i], PAT(i));
+        cr_assert_eq(((uint8_t *)iov[0].iov_base)[i], ZT_PAT(i));
     cr_assert_eq(zbuf_delete(d), 0);
 }

@@ -10,31 +10,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(pool);
 
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
 Test(pool, create_reports_its_geometry)
 {
     zbuf_pool_t *p = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_pool_create(512, 8, &p), 0);
     cr_assert_not_null(p);
     cr_assert_eq(zbuf_pool_buf_size(p), 512);
     cr_assert_eq(zbuf_pool_capacity(p), 8);
     cr_assert_eq(zbuf_pool_available(p), 8);
-    cr_assert_eq(stats().live_pools, st.live_pools + 1);
-    cr_assert_eq(stats().live_bufs, st.live_bufs, "buffers in the pool are not live");
+    cr_assert_eq(zt_stats().live_pools, st.live_pools + 1);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs, "buffers in the pool are not live");
     zbuf_pool_delete(p);
-    cr_assert_eq(stats().live_pools, st.live_pools);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools);
 }
 
 Test(pool, get_gives_a_private_writable_buffer_of_the_pool_size)
@@ -44,7 +38,7 @@ Test(pool, get_gives_a_private_writable_buffer_of_the_pool_size)
     zbuf_stats_t st;
 
     cr_assert_eq(zbuf_pool_create(100, 2, &p), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_pool_get(p, &b), 0);
     cr_assert_not_null(b);
     cr_assert_eq(zbuf_buf_size(b), 100);
@@ -54,10 +48,10 @@ Test(pool, get_gives_a_private_writable_buffer_of_the_pool_size)
     cr_assert_not(zbuf_buf_file(b, NULL, NULL));
     memset(zbuf_buf_data(b), 0x5c, 100);
     cr_assert_eq(zbuf_pool_available(p), 1);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_pool_available(p), 2);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
     zbuf_pool_delete(p);
 }
 
@@ -93,10 +87,10 @@ Test(pool, exhaustion_is_enobufs_until_a_buffer_returns)
     cr_assert_eq(zbuf_pool_get(p, &a), 0);
     cr_assert_eq(zbuf_pool_get(p, &b), 0);
     cr_assert_eq(zbuf_pool_available(p), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_pool_get(p, &c), -ENOBUFS);
     cr_assert_eq(zbuf_pool_get(p, &c), -ENOBUFS);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
     cr_assert_eq(zbuf_pool_available(p), 0);
     zbuf_buf_unref(a);
     cr_assert_eq(zbuf_pool_available(p), 1);
@@ -184,7 +178,7 @@ Test(pool, deleted_pool_is_freed_when_the_last_buffer_returns)
     zbuf_pool_t *p;
     zbuf_buf_t *a, *b;
     zbuf_t *z;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_pool_create(128, 4, &p), 0);
     cr_assert_eq(zbuf_pool_get(p, &a), 0);
@@ -195,43 +189,43 @@ Test(pool, deleted_pool_is_freed_when_the_last_buffer_returns)
     zbuf_buf_unref(b);
     memset(zbuf_buf_data(a), 1, 128);
     zbuf_pool_delete(p);
-    cr_assert_eq(stats().live_pools, st.live_pools + 1, "freed while buffers are out");
+    cr_assert_eq(zt_stats().live_pools, st.live_pools + 1, "freed while buffers are out");
     /* Both buffers remain usable. */
     memset(zbuf_buf_data(a), 2, 128);
     cr_assert_eq(((uint8_t *)zbuf_seg_data(z, zbuf_seg_first(z)))[0],
                  ((uint8_t *)zbuf_buf_data(b))[0]);
     zbuf_buf_unref(a);
-    cr_assert_eq(stats().live_pools, st.live_pools + 1);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools + 1);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_pools, st.live_pools);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(pool, deleted_pool_with_nothing_out_is_freed_at_once)
 {
     zbuf_pool_t *p;
     zbuf_buf_t *a;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_pool_create(16, 3, &p), 0);
     cr_assert_eq(zbuf_pool_get(p, &a), 0);
     zbuf_buf_unref(a);
     zbuf_pool_delete(p);
-    cr_assert_eq(stats().live_pools, st.live_pools);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools);
 }
 
 Test(pool, delete_null_is_a_noop)
 {
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     zbuf_pool_delete(NULL);
-    cr_assert_eq(stats().live_pools, st.live_pools);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools);
 }
 
 Test(pool, create_rejects_bad_geometry)
 {
     zbuf_pool_t *p = (zbuf_pool_t *)&p;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_pool_create(0, 4, &p), -EINVAL);
     cr_assert_eq(zbuf_pool_create(4, 0, &p), -EINVAL);
@@ -239,7 +233,7 @@ Test(pool, create_rejects_bad_geometry)
     cr_assert_eq(zbuf_pool_create(SIZE_MAX / 2, 4, &p), -EOVERFLOW);
     cr_assert_eq(zbuf_pool_create(SIZE_MAX, SIZE_MAX, &p), -EOVERFLOW);
     cr_assert_eq(p, (zbuf_pool_t *)&p, "out written on failure");
-    cr_assert_eq(stats().live_pools, st.live_pools);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools);
 }
 
 Test(pool, get_rejects_bad_arguments)
@@ -285,7 +279,7 @@ Test(pool, copies_nothing)
     zbuf_stats_t st;
 
     cr_assert_eq(zbuf_pool_create(1500, 4, &p), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_pool_get(p, &b), 0);
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_ref(z, b, 0, 1500), 0);
@@ -296,7 +290,7 @@ Test(pool, copies_nothing)
     zt_check(d);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_delete(d), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     zbuf_pool_delete(p);
 }
 

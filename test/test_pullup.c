@@ -11,167 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(pullup);
 ZT_SUITE(peek);
 ZT_SUITE(writable);
 ZT_SUITE(unshare);
-
-/* Byte i of a zbuf built by make() or make_heap() is PAT(i), so any range
- * can be checked without keeping a copy. */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths (buffer k is mem[k],
- * counted in released[k], which starts at 0). */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_leq(n, MAXSEGS);
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        cr_assert_leq(lens[k], SEGMAX);
-        released[k] = 0;
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-/* A zbuf of library-owned (writable) segments of the given lengths. */
-static zbuf_t *make_heap(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-    uint8_t tmp[SEGMAX];
-
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        zbuf_seg_t *s = NULL;
-        cr_assert_leq(lens[k], SEGMAX);
-        for (size_t i = 0; i < lens[k]; i++)
-            tmp[i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_copy(z, ZBUF_OFF_END, tmp, lens[k], &s), 0);
-        cr_assert_eq(zbuf_seg_length(z, s), lens[k]);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-#define SNAPSEGS 64
-#define SNAPBYTES 4096
-
-/* What a zbuf looks like: its bytes and the place and length of each
- * segment.  Taken without zbuf_copyout() so that bytes_copied is untouched. */
-typedef struct {
-    size_t len;
-    size_t nsegs;
-    const void *data[SNAPSEGS];
-    size_t seglen[SNAPSEGS];
-    uint8_t bytes[SNAPBYTES];
-} snap_t;
-
-static void snap(snap_t *s, const zbuf_t *z)
-{
-    size_t k = 0, pos = 0;
-
-    memset(s, 0, sizeof *s);
-    s->len = zbuf_length(z);
-    s->nsegs = zbuf_seg_count(z);
-    cr_assert_leq(s->len, SNAPBYTES);
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g), k++) {
-        cr_assert_lt(k, SNAPSEGS);
-        s->data[k] = zbuf_seg_data(z, g);
-        s->seglen[k] = zbuf_seg_length(z, g);
-        cr_assert_not_null(s->data[k]);
-        cr_assert_gt(s->seglen[k], 0);
-        cr_assert_leq(pos + s->seglen[k], s->len);
-        memcpy(s->bytes + pos, s->data[k], s->seglen[k]);
-        pos += s->seglen[k];
-    }
-    cr_assert_eq(k, s->nsegs, "walked %zu segments, seg_count says %zu", k, s->nsegs);
-    cr_assert_eq(pos, s->len, "segments hold %zu bytes, length says %zu", pos, s->len);
-}
-
-/* The zbuf holds the same bytes in the same segments as in @p before. */
-static void assert_unchanged(const snap_t *before, const zbuf_t *z)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, before->len, "length %zu -> %zu", before->len, now->len);
-    cr_assert_eq(now->nsegs, before->nsegs, "segments %zu -> %zu", before->nsegs, now->nsegs);
-    for (size_t k = 0; k < now->nsegs; k++) {
-        cr_assert_eq(now->data[k], before->data[k], "segment %zu moved", k);
-        cr_assert_eq(now->seglen[k], before->seglen[k], "segment %zu resized", k);
-    }
-    cr_assert_eq(memcmp(now->bytes, before->bytes, now->len), 0, "bytes changed");
-    free(now);
-}
-
-/* The zbuf holds exactly @p n bytes equal to @p want. */
-static void expect_bytes(const zbuf_t *z, const uint8_t *want, size_t n)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, n, "length %zu, expected %zu", now->len, n);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(now->bytes[i], want[i], "byte %zu is %u, expected %u", i, now->bytes[i],
-                     want[i]);
-    free(now);
-}
-
-/* The zbuf holds exactly PAT(from) .. PAT(from + n - 1). */
-static void expect_pat(const zbuf_t *z, size_t from, size_t n)
-{
-    uint8_t want[SNAPBYTES];
-
-    cr_assert_leq(n, SNAPBYTES);
-    for (size_t i = 0; i < n; i++)
-        want[i] = PAT(from + i);
-    expect_bytes(z, want, n);
-}
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
-/* Every counter of released[] equals the one in @p want. */
-static void expect_released(const int *want, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        cr_assert_eq(released[k], want[k], "buffer %zu released %d times, expected %d", k,
-                     released[k], want[k]);
-}
-
-static const int none[MAXSEGS];
 
 /* Index of the segment holding byte @p off (segment lengths @p lens). */
 static size_t seg_of(const size_t *lens, size_t off)
@@ -182,7 +28,7 @@ static size_t seg_of(const size_t *lens, size_t off)
     return k;
 }
 
-/* A file of @p n bytes PAT(0..n-1), already unlinked. */
+/* A file of @p n bytes ZT_PAT(0..n-1), already unlinked. */
 static int pat_file(size_t n)
 {
     char path[] = "/tmp/zbuf-pullup-XXXXXX";
@@ -193,7 +39,7 @@ static int pat_file(size_t n)
     cr_assert_leq(n, sizeof buf);
     unlink(path);
     for (size_t i = 0; i < n; i++)
-        buf[i] = PAT(i);
+        buf[i] = ZT_PAT(i);
     cr_assert_eq(write(fd, buf, n), (ssize_t)n);
     return fd;
 }
@@ -203,46 +49,46 @@ static int pat_file(size_t n)
 Test(pullup, inside_one_segment_changes_and_copies_nothing)
 {
     static const size_t lens[] = {10, 10};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     void *data = NULL;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_pullup(z, 2, 5, &data), 0);
-    cr_assert_eq(data, mem[0] + 2);
+    cr_assert_eq(data, zt_mem[0] + 2);
     cr_assert_eq(zbuf_pullup(z, 10, 10, &data), 0);
-    cr_assert_eq(data, mem[1]);
+    cr_assert_eq(data, zt_mem[1]);
     cr_assert_eq(zbuf_pullup(z, 19, 1, &data), 0);
-    cr_assert_eq(data, mem[1] + 9);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    assert_unchanged(&before, z);
-    expect_released(none, 2);
+    cr_assert_eq(data, zt_mem[1] + 9);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_assert_unchanged(&before, z);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(pullup, across_segments_copies_exactly_the_range)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
     void *data = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     size_t so = 99;
     static const int want_rel[4] = {0, 1, 0, 0};
 
     cr_assert_eq(zbuf_pullup(z, 2, 5, &data), 0);
     zt_check(z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 5);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 5);
     for (size_t i = 0; i < 5; i++)
-        cr_assert_eq(((uint8_t *)data)[i], PAT(2 + i));
-    expect_pat(z, 0, 10);
+        cr_assert_eq(((uint8_t *)data)[i], ZT_PAT(2 + i));
+    zt_expect_pat(z, 0, 10);
     cr_assert_eq(zbuf_seg_data(z, zbuf_seg_find(z, 2, &so)), data);
     cr_assert_eq(so, 0);
     cr_assert_eq(zbuf_seg_length(z, zbuf_seg_find(z, 2, NULL)), 5);
     /* [0,2) of #0 | new 5 | [3,4) of #2 | #3 */
     cr_assert_eq(zbuf_seg_count(z), 4);
-    expect_released(want_rel, 4);
+    zt_expect_released(want_rel, 4);
     cr_assert(zbuf_writable(z, 2, 5));
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -253,22 +99,22 @@ Test(pullup, every_range_matches_a_model)
 
     for (size_t off = 0; off < 10; off++) {
         for (size_t len = 1; off + len <= 10; len++) {
-            zbuf_t *z = make(lens, 4);
+            zbuf_t *z = zt_make(lens, 4);
             void *data = NULL;
-            zbuf_stats_t st = stats();
+            zbuf_stats_t st = zt_stats();
             size_t first = seg_of(lens, off), last = seg_of(lens, off + len - 1);
             bool one = first == last;
             size_t pos = 0;
 
             cr_assert_eq(zbuf_pullup(z, off, len, &data), 0, "off %zu len %zu", off, len);
-            expect_pat(z, 0, 10);
+            zt_expect_pat(z, 0, 10);
             for (size_t i = 0; i < len; i++)
-                cr_assert_eq(((uint8_t *)data)[i], PAT(off + i), "off %zu len %zu", off, len);
-            cr_assert_eq(stats().bytes_copied, st.bytes_copied + (one ? 0 : len),
+                cr_assert_eq(((uint8_t *)data)[i], ZT_PAT(off + i), "off %zu len %zu", off, len);
+            cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + (one ? 0 : len),
                          "off %zu len %zu", off, len);
             for (size_t k = 0; k < 4; k++) {
                 int covered = !one && off <= pos && pos + lens[k] <= off + len;
-                cr_assert_eq(released[k], covered, "off %zu len %zu buffer %zu", off, len, k);
+                cr_assert_eq(zt_released[k], covered, "off %zu len %zu buffer %zu", off, len, k);
                 pos += lens[k];
             }
             if (one)
@@ -281,35 +127,35 @@ Test(pullup, every_range_matches_a_model)
 Test(pullup, to_end_makes_the_whole_zbuf_one_segment)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
     void *data = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     static const int all[4] = {1, 1, 1, 1};
 
     cr_assert_eq(zbuf_pullup(z, 0, ZBUF_TO_END, &data), 0);
     zt_check(z);
     cr_assert_eq(zbuf_seg_count(z), 1);
     cr_assert_eq(zbuf_seg_data(z, zbuf_seg_first(z)), data);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 10);
-    expect_pat(z, 0, 10);
-    expect_released(all, 4);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 10);
+    zt_expect_pat(z, 0, 10);
+    zt_expect_released(all, 4);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(pullup, leaves_a_dup_of_the_same_bytes_alone)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *d;
-    snap_t before;
+    zt_snap_t before;
     void *data;
 
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
-    snap(&before, d);
+    zt_snap(&before, d);
     cr_assert_eq(zbuf_pullup(z, 1, 5, &data), 0);
     memset(data, 0, 5);
-    assert_unchanged(&before, d);
-    expect_released(none, 2);
+    zt_assert_unchanged(&before, d);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -327,13 +173,13 @@ Test(pullup, of_a_file_segment_reads_it)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_ref(z, b, 8, 40), 0);
     zbuf_buf_unref(b);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_pullup(z, 4, 10, &data), 0);
     zt_check(z);
     cr_assert_not_null(data);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 10);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 10);
     for (size_t i = 0; i < 10; i++)
-        cr_assert_eq(((uint8_t *)data)[i], PAT(12 + i));
+        cr_assert_eq(((uint8_t *)data)[i], ZT_PAT(12 + i));
     cr_assert_eq(zbuf_length(z), 40);
     cr_assert_eq(rel, 0, "the rest of the file segment still refers to the file");
     cr_assert_eq(zbuf_delete(z), 0);
@@ -344,19 +190,19 @@ Test(pullup, of_a_file_segment_reads_it)
 static void pullup_rejected(size_t off, size_t len, bool null_data, int want)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     void *data = &before;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_pullup(z, off, len, null_data ? NULL : &data), want, "off %zu len %zu",
                  off, len);
     cr_assert_eq(data, (void *)&before, "data written on failure");
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    assert_unchanged(&before, z);
-    expect_released(none, 2);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_assert_unchanged(&before, z);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -397,74 +243,74 @@ Test(pullup, empty_zbuf_and_bad_handles)
 Test(peek, every_range_points_in_or_copies_out)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 4);
+    zt_snap_t before;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     for (size_t off = 0; off < 10; off++) {
         for (size_t len = 1; off + len <= 10; len++) {
             uint8_t scratch[16];
             const void *out = NULL;
-            zbuf_stats_t st = stats();
+            zbuf_stats_t st = zt_stats();
             size_t first = seg_of(lens, off), last = seg_of(lens, off + len - 1);
 
             memset(scratch, 0xee, sizeof scratch);
             cr_assert_eq(zbuf_peek(z, off, len, scratch, &out), 0, "off %zu len %zu", off,
                          len);
             for (size_t i = 0; i < len; i++)
-                cr_assert_eq(((const uint8_t *)out)[i], PAT(off + i));
+                cr_assert_eq(((const uint8_t *)out)[i], ZT_PAT(off + i));
             if (first == last) {
                 size_t so = 0;
                 zbuf_seg_t *s = zbuf_seg_find(z, off, &so);
                 cr_assert_eq(out, (uint8_t *)zbuf_seg_data(z, s) + so, "off %zu len %zu", off,
                              len);
-                cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+                cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
                 cr_assert_eq(scratch[0], 0xee, "scratch used without need");
             } else {
                 cr_assert_eq(out, (const void *)scratch);
-                cr_assert_eq(stats().bytes_copied, st.bytes_copied + len);
+                cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + len);
                 cr_assert_eq(scratch[len], 0xee, "wrote past len");
             }
         }
     }
-    assert_unchanged(&before, z);
-    expect_released(none, 4);
+    zt_assert_unchanged(&before, z);
+    zt_expect_released(zt_none, 4);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(peek, without_scratch_only_the_no_copy_case)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     const void *out = &before;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_peek(z, 1, 2, NULL, &out), 0);
-    cr_assert_eq(out, mem[0] + 1);
+    cr_assert_eq(out, zt_mem[0] + 1);
     out = &before;
     cr_assert_eq(zbuf_peek(z, 2, 2, NULL, &out), -EAGAIN);
     cr_assert_eq(out, (const void *)&before, "out written on failure");
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(peek, to_end)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     uint8_t scratch[8];
     const void *out = NULL;
 
     cr_assert_eq(zbuf_peek(z, 3, ZBUF_TO_END, NULL, &out), 0);
-    cr_assert_eq(out, mem[1]);
+    cr_assert_eq(out, zt_mem[1]);
     cr_assert_eq(zbuf_peek(z, 0, ZBUF_TO_END, scratch, &out), 0);
     cr_assert_eq(out, (const void *)scratch);
     for (size_t i = 0; i < 7; i++)
-        cr_assert_eq(scratch[i], PAT(i));
+        cr_assert_eq(scratch[i], ZT_PAT(i));
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -481,14 +327,14 @@ Test(peek, file_segment_always_needs_the_scratch)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_ref(z, b, 0, 32), 0);
     zbuf_buf_unref(b);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_peek(z, 4, 8, NULL, &out), -EAGAIN);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_peek(z, 4, 8, scratch, &out), 0);
     cr_assert_eq(out, (const void *)scratch);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 8);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 8);
     for (size_t i = 0; i < 8; i++)
-        cr_assert_eq(scratch[i], PAT(4 + i));
+        cr_assert_eq(scratch[i], ZT_PAT(4 + i));
     cr_assert_eq(zbuf_delete(z), 0);
     close(fd);
 }
@@ -496,15 +342,15 @@ Test(peek, file_segment_always_needs_the_scratch)
 Test(peek, outside_or_bad_arguments_are_rejected)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     uint8_t scratch[16];
     const void *out = &before;
     zbuf_stats_t st;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     memset(scratch, 0xee, sizeof scratch);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_peek(z, 0, 8, scratch, &out), -ERANGE);
     cr_assert_eq(zbuf_peek(z, 5, 3, scratch, &out), -ERANGE);
     cr_assert_eq(zbuf_peek(z, 8, ZBUF_TO_END, scratch, &out), -ERANGE);
@@ -513,8 +359,8 @@ Test(peek, outside_or_bad_arguments_are_rejected)
     cr_assert_eq(zbuf_peek(NULL, 0, 2, scratch, &out), -EINVAL);
     cr_assert_eq(out, (const void *)&before);
     cr_assert_eq(scratch[0], 0xee);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_peek(z, 0, 1, scratch, &out), -EINVAL, "deleted zbuf");
 }
@@ -524,7 +370,7 @@ Test(peek, outside_or_bad_arguments_are_rejected)
 Test(writable, private_library_bytes_are_writable)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make_heap(lens, 2);
+    zbuf_t *z = zt_make_heap(lens, 2);
 
     cr_assert(zbuf_writable(z, 0, 7));
     cr_assert(zbuf_writable(z, 2, 3));
@@ -536,8 +382,8 @@ Test(writable, private_library_bytes_are_writable)
 Test(writable, enrolled_shared_and_file_bytes_are_not)
 {
     static const size_t lens[] = {4};
-    zbuf_t *z = make(lens, 1);
-    zbuf_t *h = make_heap(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
+    zbuf_t *h = zt_make_heap(lens, 1);
     zbuf_t *d;
     int fd = pat_file(8);
     zbuf_buf_t *b;
@@ -579,7 +425,7 @@ Test(writable, a_caller_handle_makes_a_buffer_shared)
 Test(writable, two_segments_of_one_buffer_share_it)
 {
     static const size_t lens[] = {8};
-    zbuf_t *z = make_heap(lens, 1);
+    zbuf_t *z = zt_make_heap(lens, 1);
 
     /* Cutting the middle leaves two segments on one buffer: two references. */
     cr_assert_eq(zbuf_cut(z, 3, 2, NULL), 0);
@@ -591,7 +437,7 @@ Test(writable, two_segments_of_one_buffer_share_it)
 Test(writable, mixed_range_is_not_and_bad_input_is_false)
 {
     static const size_t lens[] = {4};
-    zbuf_t *z = make_heap(lens, 1);
+    zbuf_t *z = zt_make_heap(lens, 1);
     static uint8_t area[4];
 
     cr_assert_eq(zbuf_append_buf(z, area, 4, NULL, NULL), 0);
@@ -610,57 +456,57 @@ Test(writable, mixed_range_is_not_and_bad_input_is_false)
 Test(unshare, enrolled_segments_are_replaced_by_private_copies)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
-    uint8_t saved[MAXSEGS][SEGMAX];
+    zbuf_t *z = zt_make(lens, 4);
+    uint8_t saved[ZT_MAXSEGS][ZT_SEGMAX];
     zbuf_stats_t st;
     static const int want_rel[4] = {0, 1, 1, 0};
 
-    memcpy(saved, mem, sizeof mem);
-    st = stats();
+    memcpy(saved, zt_mem, sizeof zt_mem);
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 3, 5), 0); /* exactly segments #1 and #2 */
     zt_check(z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 5);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 5);
     cr_assert(zbuf_writable(z, 3, 5));
     cr_assert_not(zbuf_writable(z, 0, 1));
     cr_assert_not(zbuf_writable(z, 8, 1));
-    expect_pat(z, 0, 10);
-    expect_released(want_rel, 4);
-    cr_assert_eq(memcmp(saved, mem, sizeof mem), 0, "enrolled memory written");
+    zt_expect_pat(z, 0, 10);
+    zt_expect_released(want_rel, 4);
+    cr_assert_eq(memcmp(saved, zt_mem, sizeof zt_mem), 0, "enrolled memory written");
     /* Writes now land in private memory. */
     *(uint8_t *)zbuf_seg_data(z, zbuf_seg_find(z, 3, NULL)) = 0;
-    cr_assert_eq(mem[1][0], saved[1][0]);
+    cr_assert_eq(zt_mem[1][0], saved[1][0]);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(unshare, writable_range_copies_nothing)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make_heap(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make_heap(lens, 2);
+    zt_snap_t before;
     zbuf_stats_t st;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 0, ZBUF_TO_END), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(unshare, copies_only_the_shared_segments_of_a_mixed_range)
 {
     static const size_t lens[] = {5};
-    zbuf_t *z = make_heap(lens, 1);
+    zbuf_t *z = zt_make_heap(lens, 1);
     static uint8_t area[6] = {1, 2, 3, 4, 5, 6};
     zbuf_stats_t st;
     void *heap = zbuf_seg_data(z, zbuf_seg_first(z));
     int rel = 0;
 
     cr_assert_eq(zbuf_append_buf(z, area, 6, zt_count_release, &rel), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 0, ZBUF_TO_END), 0);
     zt_check(z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 6);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 6);
     cr_assert_eq(zbuf_seg_data(z, zbuf_seg_first(z)), heap, "private segment was copied");
     cr_assert(zbuf_writable(z, 0, 11));
     cr_assert_eq(rel, 1);
@@ -671,22 +517,22 @@ Test(unshare, copies_only_the_shared_segments_of_a_mixed_range)
 Test(unshare, separates_a_zbuf_from_its_dup)
 {
     static const size_t lens[] = {4, 4};
-    zbuf_t *z = make_heap(lens, 2);
+    zbuf_t *z = zt_make_heap(lens, 2);
     zbuf_t *d;
-    snap_t before;
+    zt_snap_t before;
     zbuf_stats_t st;
 
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
-    snap(&before, d);
-    st = stats();
+    zt_snap(&before, d);
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 0, ZBUF_TO_END), 0);
     zt_check(z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 8);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 8);
     cr_assert(zbuf_writable(z, 0, 8));
     for (zbuf_seg_t *s = zbuf_seg_first(z); s != NULL; s = zbuf_seg_next(z, s))
         memset(zbuf_seg_data(z, s), 0, zbuf_seg_length(z, s));
-    assert_unchanged(&before, d);
-    expect_pat(d, 0, 8);
+    zt_assert_unchanged(&before, d);
+    zt_expect_pat(d, 0, 8);
     cr_assert(zbuf_writable(d, 0, 8), "the dup is now the only holder");
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_delete(z), 0);
@@ -695,19 +541,19 @@ Test(unshare, separates_a_zbuf_from_its_dup)
 Test(unshare, part_of_an_enrolled_segment)
 {
     static const size_t lens[] = {20};
-    zbuf_t *z = make(lens, 1);
-    zbuf_stats_t st = stats();
+    zbuf_t *z = zt_make(lens, 1);
+    zbuf_stats_t st = zt_stats();
     uint64_t copied;
 
     cr_assert_eq(zbuf_unshare(z, 5, 4), 0);
     zt_check(z);
-    copied = stats().bytes_copied - st.bytes_copied;
+    copied = zt_stats().bytes_copied - st.bytes_copied;
     cr_assert_geq(copied, 4);
     cr_assert_leq(copied, 20);
     cr_assert(zbuf_writable(z, 5, 4));
-    expect_pat(z, 0, 20);
+    zt_expect_pat(z, 0, 20);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 Test(unshare, file_segment_becomes_memory)
@@ -722,13 +568,13 @@ Test(unshare, file_segment_becomes_memory)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_ref(z, b, 0, 16), 0);
     zbuf_buf_unref(b);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 0, ZBUF_TO_END), 0);
     zt_check(z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 16);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 16);
     cr_assert_eq(rel, 1);
     cr_assert_not_null(zbuf_seg_data(z, zbuf_seg_first(z)));
-    expect_pat(z, 0, 16);
+    zt_expect_pat(z, 0, 16);
     cr_assert(zbuf_writable(z, 0, 16));
     cr_assert_eq(zbuf_delete(z), 0);
     close(fd);
@@ -737,13 +583,13 @@ Test(unshare, file_segment_becomes_memory)
 Test(unshare, outside_range_or_bad_handle_changes_nothing)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 2);
+    zt_snap_t before;
     zbuf_stats_t st;
     int rc;
 
-    snap(&before, z);
-    st = stats();
+    zt_snap(&before, z);
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 0, 8), -ERANGE);
     cr_assert_eq(zbuf_unshare(z, 8, 0), -ERANGE);
     cr_assert_eq(zbuf_unshare(z, 8, ZBUF_TO_END), -ERANGE);
@@ -752,9 +598,9 @@ Test(unshare, outside_range_or_bad_handle_changes_nothing)
     cr_assert_eq(zbuf_unshare(NULL, 0, 1), -EINVAL);
     rc = zbuf_unshare(z, 3, 0); /* an empty range has nothing to unshare */
     cr_assert(rc == 0 || rc == -ERANGE, "rc %d", rc);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    assert_unchanged(&before, z);
-    expect_released(none, 2);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_assert_unchanged(&before, z);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_unshare(z, 0, 1), -EINVAL, "deleted zbuf");
 }

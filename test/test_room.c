@@ -11,144 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(room);
 
-/* Byte i of a zbuf built by make() or make_heap() is PAT(i), so any range
- * can be checked without keeping a copy. */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths (buffer k is mem[k],
- * counted in released[k], which starts at 0). */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_leq(n, MAXSEGS);
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        cr_assert_leq(lens[k], SEGMAX);
-        released[k] = 0;
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-#define SNAPSEGS 64
-#define SNAPBYTES 4096
-
-/* What a zbuf looks like: its bytes and the place and length of each
- * segment.  Taken without zbuf_copyout() so that bytes_copied is untouched. */
-typedef struct {
-    size_t len;
-    size_t nsegs;
-    const void *data[SNAPSEGS];
-    size_t seglen[SNAPSEGS];
-    uint8_t bytes[SNAPBYTES];
-} snap_t;
-
-static void snap(snap_t *s, const zbuf_t *z)
-{
-    size_t k = 0, pos = 0;
-
-    memset(s, 0, sizeof *s);
-    s->len = zbuf_length(z);
-    s->nsegs = zbuf_seg_count(z);
-    cr_assert_leq(s->len, SNAPBYTES);
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g), k++) {
-        cr_assert_lt(k, SNAPSEGS);
-        s->data[k] = zbuf_seg_data(z, g);
-        s->seglen[k] = zbuf_seg_length(z, g);
-        cr_assert_not_null(s->data[k]);
-        cr_assert_gt(s->seglen[k], 0);
-        cr_assert_leq(pos + s->seglen[k], s->len);
-        memcpy(s->bytes + pos, s->data[k], s->seglen[k]);
-        pos += s->seglen[k];
-    }
-    cr_assert_eq(k, s->nsegs, "walked %zu segments, seg_count says %zu", k, s->nsegs);
-    cr_assert_eq(pos, s->len, "segments hold %zu bytes, length says %zu", pos, s->len);
-}
-
-/* The zbuf holds the same bytes in the same segments as in @p before. */
-static void assert_unchanged(const snap_t *before, const zbuf_t *z)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, before->len, "length %zu -> %zu", before->len, now->len);
-    cr_assert_eq(now->nsegs, before->nsegs, "segments %zu -> %zu", before->nsegs, now->nsegs);
-    for (size_t k = 0; k < now->nsegs; k++) {
-        cr_assert_eq(now->data[k], before->data[k], "segment %zu moved", k);
-        cr_assert_eq(now->seglen[k], before->seglen[k], "segment %zu resized", k);
-    }
-    cr_assert_eq(memcmp(now->bytes, before->bytes, now->len), 0, "bytes changed");
-    free(now);
-}
-
-/* The zbuf holds exactly @p n bytes equal to @p want. */
-static void expect_bytes(const zbuf_t *z, const uint8_t *want, size_t n)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, n, "length %zu, expected %zu", now->len, n);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(now->bytes[i], want[i], "byte %zu is %u, expected %u", i, now->bytes[i],
-                     want[i]);
-    free(now);
-}
-
-/* The zbuf holds exactly PAT(from) .. PAT(from + n - 1). */
-static void expect_pat(const zbuf_t *z, size_t from, size_t n)
-{
-    uint8_t want[SNAPBYTES];
-
-    cr_assert_leq(n, SNAPBYTES);
-    for (size_t i = 0; i < n; i++)
-        want[i] = PAT(from + i);
-    expect_bytes(z, want, n);
-}
-
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
-/* Every counter of released[] equals the one in @p want. */
-static void expect_released(const int *want, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        cr_assert_eq(released[k], want[k], "buffer %zu released %d times, expected %d", k,
-                     released[k], want[k]);
-}
-
-static const int none[MAXSEGS];
-
 /* A zbuf holding bytes [boff, boff + len) of a fresh 256-byte library
- * buffer filled with PAT(i - boff); the zbuf's segment is the only reference
+ * buffer filled with ZT_PAT(i - boff); the zbuf's segment is the only reference
  * unless @p keep receives a handle. */
 static zbuf_t *make_room(size_t boff, size_t len, zbuf_buf_t **keep)
 {
@@ -159,7 +28,7 @@ static zbuf_t *make_room(size_t boff, size_t len, zbuf_buf_t **keep)
     cr_assert_eq(zbuf_buf_alloc(256, &b), 0);
     p = zbuf_buf_data(b);
     for (size_t i = 0; i < 256; i++)
-        p[i] = PAT(i - boff);
+        p[i] = ZT_PAT(i - boff);
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_insert_ref(z, 0, b, boff, len, NULL), 0);
     zt_check(z);
@@ -327,7 +196,7 @@ Test(room, prepend_space_uses_private_headroom_without_a_new_segment)
     zbuf_t *z = make_room(100, 50, NULL);
     void *first = zbuf_seg_data(z, zbuf_seg_first(z));
     void *data = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     uint8_t want[60];
 
     cr_assert_eq(zbuf_prepend_space(z, 10, &data), 0);
@@ -340,9 +209,9 @@ Test(room, prepend_space_uses_private_headroom_without_a_new_segment)
     memset(data, 0xab, 10);
     memset(want, 0xab, 10);
     for (size_t i = 0; i < 50; i++)
-        want[10 + i] = PAT(i);
-    expect_bytes(z, want, 60);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied, "existing bytes must not move");
+        want[10 + i] = ZT_PAT(i);
+    zt_expect_bytes(z, want, 60);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied, "existing bytes must not move");
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -410,7 +279,7 @@ Test(room, prepend_space_never_writes_into_enrolled_memory)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_ref(z, b, 128, 64), 0);
     zbuf_buf_unref(b);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_prepend_space(z, 16, &data), 0);
     zt_check(z);
     cr_assert_eq(zbuf_seg_count(z), 2, "must add a segment in front of enrolled memory");
@@ -418,7 +287,7 @@ Test(room, prepend_space_never_writes_into_enrolled_memory)
     cr_assert(!overlaps(data, 16, area, sizeof area), "space handed out inside enrolled memory");
     memset(data, 0x11, 16);
     cr_assert_eq(zbuf_seg_data(z, zbuf_seg_last(z)), area + 128);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_append_space(z, 16, &data), 0);
     cr_assert(!overlaps(data, 16, area, sizeof area), "space handed out inside enrolled memory");
     memset(data, 0x22, 16);
@@ -433,14 +302,14 @@ Test(room, prepend_space_on_a_shared_buffer_leaves_the_other_zbuf_alone)
 {
     zbuf_t *z = make_room(100, 50, NULL);
     zbuf_t *d;
-    snap_t before;
+    zt_snap_t before;
     void *data = NULL;
     uint8_t *base = (uint8_t *)zbuf_seg_data(z, zbuf_seg_first(z)) - 100;
     uint8_t saved[256];
 
     memcpy(saved, base, 256);
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
-    snap(&before, d);
+    zt_snap(&before, d);
     cr_assert_eq(zbuf_prepend_space(z, 8, &data), 0);
     cr_assert_eq(zbuf_seg_count(z), 2);
     cr_assert(!overlaps(data, 8, base, 256), "wrote into a shared buffer's headroom");
@@ -449,50 +318,50 @@ Test(room, prepend_space_on_a_shared_buffer_leaves_the_other_zbuf_alone)
     cr_assert(!overlaps(data, 8, base, 256), "wrote into a shared buffer's tailroom");
     memset(data, 0, 8);
     cr_assert_eq(memcmp(saved, base, 256), 0, "shared buffer written");
-    assert_unchanged(&before, d);
+    zt_assert_unchanged(&before, d);
     cr_assert_eq(zbuf_delete(d), 0);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 static void space_rejected(bool front, zbuf_t *z, size_t len, void **data, int want)
 {
-    snap_t before;
-    zbuf_stats_t st = stats();
+    zt_snap_t before;
+    zbuf_stats_t st = zt_stats();
 
-    snap(&before, z);
+    zt_snap(&before, z);
     if (front)
         cr_assert_eq(zbuf_prepend_space(z, len, data), want);
     else
         cr_assert_eq(zbuf_append_space(z, len, data), want);
-    assert_unchanged(&before, z);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    zt_assert_unchanged(&before, z);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
 
 Test(room, space_with_null_data_is_einval)
 {
     static const size_t lens[] = {4};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
 
     space_rejected(true, z, 4, NULL, -EINVAL);
     space_rejected(false, z, 4, NULL, -EINVAL);
-    expect_released(none, 1);
+    zt_expect_released(zt_none, 1);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(room, space_of_zero_bytes_adds_no_segment)
 {
     static const size_t lens[] = {4};
-    zbuf_t *z = make(lens, 1);
-    snap_t before;
+    zbuf_t *z = zt_make(lens, 1);
+    zt_snap_t before;
     void *data;
     int rc;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     rc = zbuf_prepend_space(z, 0, &data);
     cr_assert(rc == 0 || rc == -EINVAL, "rc %d", rc);
     rc = zbuf_append_space(z, 0, &data);
     cr_assert(rc == 0 || rc == -EINVAL, "rc %d", rc);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -518,7 +387,7 @@ Test(room, append_space_uses_private_tailroom_without_a_new_segment)
     zbuf_t *z = make_room(100, 50, NULL);
     uint8_t *first = zbuf_seg_data(z, zbuf_seg_first(z));
     void *data = NULL;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     uint8_t want[156];
 
     cr_assert_eq(zbuf_append_space(z, 106, &data), 0);
@@ -529,10 +398,10 @@ Test(room, append_space_uses_private_tailroom_without_a_new_segment)
     cr_assert_eq(zbuf_tailroom(z), 0);
     memset(data, 0xcd, 106);
     for (size_t i = 0; i < 50; i++)
-        want[i] = PAT(i);
+        want[i] = ZT_PAT(i);
     memset(want + 50, 0xcd, 106);
-    expect_bytes(z, want, 156);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    zt_expect_bytes(z, want, 156);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -571,26 +440,26 @@ Test(room, append_space_grows_into_the_room_it_made)
     } else {
         cr_assert_eq(zbuf_seg_count(z), 2);
     }
-    expect_bytes(z, (const uint8_t *)"aaaaaaaaaabbbbb", 15);
+    zt_expect_bytes(z, (const uint8_t *)"aaaaaaaaaabbbbb", 15);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(room, append_space_after_an_enrolled_segment_adds_one)
 {
     static const size_t lens[] = {8};
-    zbuf_t *z = make(lens, 1);
-    uint8_t saved[SEGMAX];
+    zbuf_t *z = zt_make(lens, 1);
+    uint8_t saved[ZT_SEGMAX];
     void *data = NULL;
 
-    memcpy(saved, mem[0], SEGMAX);
+    memcpy(saved, zt_mem[0], ZT_SEGMAX);
     cr_assert_eq(zbuf_append_space(z, 4, &data), 0);
     zt_check(z);
     cr_assert_eq(zbuf_seg_count(z), 2);
-    cr_assert(!overlaps(data, 4, mem[0], SEGMAX));
+    cr_assert(!overlaps(data, 4, zt_mem[0], ZT_SEGMAX));
     memset(data, 0xff, 4);
-    cr_assert_eq(memcmp(saved, mem[0], SEGMAX), 0);
+    cr_assert_eq(memcmp(saved, zt_mem[0], ZT_SEGMAX), 0);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 /* ------------------------------------------------------ reserve, commit */
@@ -600,7 +469,7 @@ Test(room, reserve_on_empty_zbuf_gives_one_fresh_area)
     zbuf_t *z;
     struct iovec iov[2];
     int cnt = 0;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_reserve(z, 100, iov, &cnt), 0);
@@ -611,13 +480,13 @@ Test(room, reserve_on_empty_zbuf_gives_one_fresh_area)
     cr_assert_eq(zbuf_seg_count(z), 0);
     zt_check(z);
     for (size_t i = 0; i < 100; i++)
-        ((uint8_t *)iov[0].iov_base)[i] = PAT(i);
+        ((uint8_t *)iov[0].iov_base)[i] = ZT_PAT(i);
     cr_assert_eq(zbuf_commit(z, 60), 0);
     zt_check(z);
-    expect_pat(z, 0, 60);
+    zt_expect_pat(z, 0, 60);
     cr_assert_eq(zbuf_seg_count(z), 1);
     cr_assert_eq(zbuf_seg_data(z, zbuf_seg_first(z)), iov[0].iov_base);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -638,10 +507,10 @@ Test(room, reserve_uses_private_tailroom_first_then_a_fresh_buffer)
     cr_assert_eq(zbuf_length(z), 200);
     for (int k = 0; k < cnt; k++)
         for (size_t i = 0; i < iov[k].iov_len; i++, n++)
-            ((uint8_t *)iov[k].iov_base)[i] = PAT(200 + n);
+            ((uint8_t *)iov[k].iov_base)[i] = ZT_PAT(200 + n);
     cr_assert_eq(zbuf_commit(z, 90), 0);
     zt_check(z);
-    expect_pat(z, 0, 290);
+    zt_expect_pat(z, 0, 290);
     cr_assert_eq(zbuf_seg_count(z), 2, "the tailroom extends the last segment");
     cr_assert_eq(zbuf_seg_length(z, zbuf_seg_first(z)), 256);
     cr_assert_eq(zbuf_seg_data(z, zbuf_seg_last(z)), iov[1].iov_base);
@@ -686,22 +555,22 @@ Test(room, reserve_that_fits_the_tailroom_starts_there)
 Test(room, reserve_after_an_enrolled_or_shared_segment_uses_only_a_fresh_buffer)
 {
     static const size_t lens[] = {8};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_t *r = make_room(0, 200, NULL);
     zbuf_t *d;
     struct iovec iov[2];
     int cnt = 0;
-    uint8_t saved[SEGMAX];
+    uint8_t saved[ZT_SEGMAX];
     uint8_t *rbase = zbuf_seg_data(r, zbuf_seg_first(r));
 
-    memcpy(saved, mem[0], SEGMAX);
+    memcpy(saved, zt_mem[0], ZT_SEGMAX);
     cr_assert_eq(zbuf_reserve(z, 16, iov, &cnt), 0);
     cr_assert_eq(cnt, 1);
-    cr_assert(!overlaps(iov[0].iov_base, iov[0].iov_len, mem[0], SEGMAX));
+    cr_assert(!overlaps(iov[0].iov_base, iov[0].iov_len, zt_mem[0], ZT_SEGMAX));
     memset(iov[0].iov_base, 0, 16);
     cr_assert_eq(zbuf_commit(z, 16), 0);
     cr_assert_eq(zbuf_seg_count(z), 2);
-    cr_assert_eq(memcmp(saved, mem[0], SEGMAX), 0);
+    cr_assert_eq(memcmp(saved, zt_mem[0], ZT_SEGMAX), 0);
     zt_check(z);
 
     cr_assert_eq(zbuf_dup(r, 0, 10, &d), 0);
@@ -718,29 +587,29 @@ Test(room, reserve_after_an_enrolled_or_shared_segment_uses_only_a_fresh_buffer)
 Test(room, commit_zero_drops_the_reservation)
 {
     zbuf_t *z = make_room(0, 100, NULL);
-    snap_t before;
+    zt_snap_t before;
     struct iovec iov[2];
     int cnt = 0;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
-    snap(&before, z);
+    zt_snap(&before, z);
     cr_assert_eq(zbuf_reserve(z, 500, iov, &cnt), 0);
     cr_assert_eq(zbuf_commit(z, 0), 0);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_commit(z, 0), -EINVAL, "the reservation must be gone");
-    cr_assert_eq(stats().live_bufs, st.live_bufs, "the fresh buffer must be freed");
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs, "the fresh buffer must be freed");
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(room, commit_without_reserve_is_einval)
 {
     zbuf_t *z = make_room(0, 100, NULL);
-    snap_t before;
+    zt_snap_t before;
 
-    snap(&before, z);
+    zt_snap(&before, z);
     cr_assert_eq(zbuf_commit(z, 0), -EINVAL);
     cr_assert_eq(zbuf_commit(z, 10), -EINVAL);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -761,7 +630,7 @@ Test(room, commit_more_than_reserved_is_erange_and_keeps_the_reservation)
     zt_check(z);
     memset(iov[0].iov_base, 'd', 1);
     cr_assert_eq(zbuf_commit(z, 1), 0);
-    expect_bytes(z, (const uint8_t *)"abcd", 4);
+    zt_expect_bytes(z, (const uint8_t *)"abcd", 4);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -788,7 +657,7 @@ Test(room, a_modifying_call_drops_the_reservation)
     zbuf_t *z = make_room(0, 100, NULL);
     struct iovec iov[2];
     int cnt = 0;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     void *data;
 
     cr_assert_eq(zbuf_reserve(z, 50, iov, &cnt), 0);
@@ -805,7 +674,7 @@ Test(room, a_modifying_call_drops_the_reservation)
     cr_assert_eq(zbuf_commit(z, 10), -EINVAL);
     cr_assert_eq(zbuf_length(z), 101);
     zt_check(z);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + (int64_t)zbuf_seg_count(z) - 1,
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + (int64_t)zbuf_seg_count(z) - 1,
                  "a dropped reservation leaked its buffer");
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -840,14 +709,14 @@ Test(room, second_reserve_replaces_the_first)
     zbuf_stats_t st;
 
     cr_assert_eq(zbuf_create(&z), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_reserve(z, 100, iov, &cnt), 0);
     cr_assert_eq(zbuf_reserve(z, 10, iov, &cnt), 0);
     cr_assert_eq(cnt, 1);
     memcpy(iov[0].iov_base, "0123456789", 10);
     cr_assert_eq(zbuf_commit(z, 10), 0);
-    expect_bytes(z, (const uint8_t *)"0123456789", 10);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1, "the first reservation leaked");
+    zt_expect_bytes(z, (const uint8_t *)"0123456789", 10);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1, "the first reservation leaked");
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
@@ -866,12 +735,12 @@ Test(room, delete_with_a_reservation_frees_it)
 Test(room, reserve_rejects_bad_arguments)
 {
     zbuf_t *z = make_room(0, 100, NULL);
-    snap_t before;
+    zt_snap_t before;
     struct iovec iov[2];
     int cnt = 0, rc;
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
-    snap(&before, z);
+    zt_snap(&before, z);
     cr_assert_eq(zbuf_reserve(z, 10, NULL, &cnt), -EINVAL);
     cr_assert_eq(zbuf_reserve(z, 10, iov, NULL), -EINVAL);
     cr_assert_eq(zbuf_reserve(NULL, 10, iov, &cnt), -EINVAL);
@@ -879,9 +748,9 @@ Test(room, reserve_rejects_bad_arguments)
     cr_assert(rc == 0 || rc == -EINVAL, "rc %d", rc);
     if (rc == 0)
         cr_assert_eq(zbuf_commit(z, 0), 0);
-    assert_unchanged(&before, z);
+    zt_assert_unchanged(&before, z);
     cr_assert_eq(zbuf_commit(z, 0), -EINVAL);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_reserve(z, 10, iov, &cnt), -EINVAL, "deleted zbuf");
     cr_assert_eq(zbuf_commit(z, 0), -EINVAL, "deleted zbuf");
@@ -898,7 +767,7 @@ Test(room, readv_into_a_reservation)
     char msg[300];
 
     for (size_t i = 0; i < sizeof msg; i++)
-        msg[i] = (char)PAT(i);
+        msg[i] = (char)ZT_PAT(i);
     cr_assert_eq(pipe(fds), 0);
     cr_assert_eq(write(fds[1], msg, sizeof msg), (ssize_t)sizeof msg);
     cr_assert_eq(zbuf_create(&z), 0);
@@ -906,7 +775,7 @@ Test(room, readv_into_a_reservation)
     n = readv(fds[0], iov, cnt);
     cr_assert_eq(n, (ssize_t)sizeof msg);
     cr_assert_eq(zbuf_commit(z, (size_t)n), 0);
-    expect_pat(z, 0, sizeof msg);
+    zt_expect_pat(z, 0, sizeof msg);
     cr_assert_eq(zbuf_delete(z), 0);
     close(fds[0]);
     close(fds[1]);

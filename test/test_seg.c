@@ -10,140 +10,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(seg);
 
-/* Byte i of a zbuf built by make() or make_heap() is PAT(i), so any range
- * can be checked without keeping a copy. */
-#define PAT(i) ((uint8_t)((size_t)(i) * 37u + 11u))
-
-#define MAXSEGS 8
-#define SEGMAX 64
-
-/* Caller memory enrolled by make(), one release counter per buffer. */
-static uint8_t mem[MAXSEGS][SEGMAX];
-static int released[MAXSEGS];
-
-/* A zbuf of enrolled segments of the given lengths (buffer k is mem[k],
- * counted in released[k], which starts at 0). */
-static zbuf_t *make(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-
-    cr_assert_leq(n, MAXSEGS);
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        cr_assert_leq(lens[k], SEGMAX);
-        released[k] = 0;
-        for (size_t i = 0; i < lens[k]; i++)
-            mem[k][i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_buf(z, ZBUF_OFF_END, mem[k], lens[k], zt_count_release,
-                                     &released[k], NULL),
-                     0);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-/* A zbuf of library-owned (writable) segments of the given lengths. */
-static zbuf_t *make_heap(const size_t *lens, size_t n)
-{
-    zbuf_t *z;
-    size_t pos = 0;
-    uint8_t tmp[SEGMAX];
-
-    cr_assert_eq(zbuf_create(&z), 0);
-    for (size_t k = 0; k < n; k++) {
-        zbuf_seg_t *s = NULL;
-        cr_assert_leq(lens[k], SEGMAX);
-        for (size_t i = 0; i < lens[k]; i++)
-            tmp[i] = PAT(pos + i);
-        cr_assert_eq(zbuf_insert_copy(z, ZBUF_OFF_END, tmp, lens[k], &s), 0);
-        zt_check(z);
-        cr_assert_eq(zbuf_seg_length(z, s), lens[k]);
-        pos += lens[k];
-        zt_check(z);
-    }
-    cr_assert_eq(zbuf_length(z), pos);
-    cr_assert_eq(zbuf_seg_count(z), n);
-    return z;
-}
-
-#define SNAPSEGS 64
-#define SNAPBYTES 4096
-
-/* What a zbuf looks like: its bytes and the place and length of each
- * segment.  Taken without zbuf_copyout() so that bytes_copied is untouched. */
-typedef struct {
-    size_t len;
-    size_t nsegs;
-    const void *data[SNAPSEGS];
-    size_t seglen[SNAPSEGS];
-    uint8_t bytes[SNAPBYTES];
-} snap_t;
-
-static void snap(snap_t *s, const zbuf_t *z)
-{
-    size_t k = 0, pos = 0;
-
-    memset(s, 0, sizeof *s);
-    s->len = zbuf_length(z);
-    s->nsegs = zbuf_seg_count(z);
-    cr_assert_leq(s->len, SNAPBYTES);
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g), k++) {
-        cr_assert_lt(k, SNAPSEGS);
-        s->data[k] = zbuf_seg_data(z, g);
-        s->seglen[k] = zbuf_seg_length(z, g);
-        cr_assert_not_null(s->data[k]);
-        cr_assert_gt(s->seglen[k], 0);
-        cr_assert_leq(pos + s->seglen[k], s->len);
-        memcpy(s->bytes + pos, s->data[k], s->seglen[k]);
-        pos += s->seglen[k];
-    }
-    cr_assert_eq(k, s->nsegs, "walked %zu segments, seg_count says %zu", k, s->nsegs);
-    cr_assert_eq(pos, s->len, "segments hold %zu bytes, length says %zu", pos, s->len);
-}
-
-/* The zbuf holds exactly @p n bytes equal to @p want. */
-static void expect_bytes(const zbuf_t *z, const uint8_t *want, size_t n)
-{
-    snap_t *now = malloc(sizeof *now);
-
-    cr_assert_not_null(now);
-    zt_check(z);
-    snap(now, z);
-    cr_assert_eq(now->len, n, "length %zu, expected %zu", now->len, n);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(now->bytes[i], want[i], "byte %zu is %u, expected %u", i, now->bytes[i],
-                     want[i]);
-    free(now);
-}
-
-/* Every counter of released[] equals the one in @p want. */
-static void expect_released(const int *want, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        cr_assert_eq(released[k], want[k], "buffer %zu released %d times, expected %d", k,
-                     released[k], want[k]);
-}
-
-static const int none[MAXSEGS];
-
 Test(seg, walk_forward_and_back_visits_every_segment)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
     zbuf_seg_t *fwd[4], *s;
     size_t k = 0;
 
     for (s = zbuf_seg_first(z); s != NULL; s = zbuf_seg_next(z, s)) {
         cr_assert_lt(k, 4);
-        cr_assert_eq(zbuf_seg_data(z, s), mem[k]);
+        cr_assert_eq(zbuf_seg_data(z, s), zt_mem[k]);
         cr_assert_eq(zbuf_seg_length(z, s), lens[k]);
         fwd[k++] = s;
     }
@@ -160,7 +41,7 @@ Test(seg, walk_forward_and_back_visits_every_segment)
 Test(seg, one_segment_is_first_and_last)
 {
     static const size_t lens[] = {5};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_seg_t *s = zbuf_seg_first(z);
 
     cr_assert_not_null(s);
@@ -185,7 +66,7 @@ Test(seg, empty_zbuf_has_no_segments)
 Test(seg, find_every_byte)
 {
     static const size_t lens[] = {3, 1, 4, 2};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
     size_t pos = 0;
 
     for (size_t k = 0; k < 4; k++) {
@@ -193,7 +74,7 @@ Test(seg, find_every_byte)
             size_t so = 999;
             zbuf_seg_t *s = zbuf_seg_find(z, pos + i, &so);
             cr_assert_not_null(s, "byte %zu", pos + i);
-            cr_assert_eq(zbuf_seg_data(z, s), mem[k], "byte %zu", pos + i);
+            cr_assert_eq(zbuf_seg_data(z, s), zt_mem[k], "byte %zu", pos + i);
             cr_assert_eq(so, i, "byte %zu", pos + i);
             cr_assert_eq(zbuf_seg_find(z, pos + i, NULL), s);
         }
@@ -208,7 +89,7 @@ Test(seg, find_every_byte)
 Test(seg, buffer_and_offset_of_split_segments)
 {
     static const size_t lens[] = {10};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_seg_t *a, *b;
     zbuf_buf_t *buf;
 
@@ -219,7 +100,7 @@ Test(seg, buffer_and_offset_of_split_segments)
     buf = zbuf_seg_buf(z, a);
     cr_assert_not_null(buf);
     cr_assert_eq(zbuf_seg_buf(z, b), buf);
-    cr_assert_eq(zbuf_buf_data(buf), mem[0]);
+    cr_assert_eq(zbuf_buf_data(buf), zt_mem[0]);
     cr_assert_eq(zbuf_buf_size(buf), 10);
     cr_assert_eq(zbuf_seg_buf_offset(z, a), 0);
     cr_assert_eq(zbuf_seg_buf_offset(z, b), 5);
@@ -231,28 +112,28 @@ Test(seg, buffer_and_offset_of_split_segments)
 Test(seg, buffer_handle_taken_from_a_segment_outlives_the_zbuf)
 {
     static const size_t lens[] = {6};
-    zbuf_t *z = make(lens, 1);
+    zbuf_t *z = zt_make(lens, 1);
     zbuf_buf_t *b = zbuf_buf_ref(zbuf_seg_buf(z, zbuf_seg_first(z)));
 
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(released[0], 0);
+    cr_assert_eq(zt_released[0], 0);
     cr_assert_eq(zbuf_buf_refs(b), 1);
     zbuf_buf_unref(b);
-    cr_assert_eq(released[0], 1);
+    cr_assert_eq(zt_released[0], 1);
 }
 
 Test(seg, data_of_a_library_segment_is_writable_memory)
 {
     static const size_t lens[] = {4};
-    zbuf_t *z = make_heap(lens, 1);
+    zbuf_t *z = zt_make_heap(lens, 1);
     zbuf_seg_t *s = zbuf_seg_first(z);
     uint8_t *p = zbuf_seg_data(z, s);
 
     cr_assert(zbuf_writable(z, 0, 4));
     p[2] = 0x42;
     {
-        uint8_t want[4] = {PAT(0), PAT(1), 0x42, PAT(3)};
-        expect_bytes(z, want, 4);
+        uint8_t want[4] = {ZT_PAT(0), ZT_PAT(1), 0x42, ZT_PAT(3)};
+        zt_expect_bytes(z, want, 4);
     }
     cr_assert_eq(zbuf_delete(z), 0);
 }
@@ -286,7 +167,7 @@ Test(seg, file_segment_has_no_data_address)
 Test(seg, foreign_segment_is_refused_everywhere)
 {
     static const size_t la[] = {3, 4};
-    zbuf_t *a = make(la, 2);
+    zbuf_t *a = zt_make(la, 2);
     zbuf_t *b;
     zbuf_seg_t *foreign;
     size_t abs = 1234;
@@ -316,7 +197,7 @@ Test(seg, foreign_segment_is_refused_everywhere)
 Test(seg, null_segment_is_not_a_segment)
 {
     static const size_t la[] = {3};
-    zbuf_t *z = make(la, 1);
+    zbuf_t *z = zt_make(la, 1);
 
     cr_assert_null(zbuf_seg_next(z, NULL));
     cr_assert_null(zbuf_seg_prev(z, NULL));
@@ -329,7 +210,7 @@ Test(seg, null_segment_is_not_a_segment)
 Test(seg, walking_a_null_or_deleted_zbuf_gives_nothing)
 {
     static const size_t la[] = {3};
-    zbuf_t *z = make(la, 1);
+    zbuf_t *z = zt_make(la, 1);
     zbuf_seg_t *s = zbuf_seg_first(z);
 
     cr_assert_null(zbuf_seg_first(NULL));
@@ -348,7 +229,7 @@ Test(seg, walking_a_null_or_deleted_zbuf_gives_nothing)
 Test(seg, handles_of_moved_segments_belong_to_the_new_zbuf)
 {
     static const size_t la[] = {3, 4};
-    zbuf_t *a = make(la, 2);
+    zbuf_t *a = zt_make(la, 2);
     zbuf_t *t;
     zbuf_seg_t *s;
 
@@ -356,7 +237,7 @@ Test(seg, handles_of_moved_segments_belong_to_the_new_zbuf)
     zt_check(a);
     zt_check(t);
     s = zbuf_seg_first(t);
-    cr_assert_eq(zbuf_seg_data(t, s), mem[1]);
+    cr_assert_eq(zbuf_seg_data(t, s), zt_mem[1]);
     cr_assert_null(zbuf_seg_data(a, s), "a segment of t is foreign to a");
     cr_assert_eq(zbuf_seg_length(a, s), 0);
     cr_assert_eq(zbuf_delete(a), 0);
@@ -368,7 +249,7 @@ Test(seg, handles_of_moved_segments_belong_to_the_new_zbuf)
 Test(seg, locate_null_segment_means_absolute)
 {
     static const size_t lens[] = {3, 1, 4};
-    zbuf_t *z = make(lens, 3);
+    zbuf_t *z = zt_make(lens, 3);
 
     for (int64_t rel = 0; rel <= 8; rel++) {
         size_t abs = 999;
@@ -381,7 +262,7 @@ Test(seg, locate_null_segment_means_absolute)
 Test(seg, locate_relative_to_every_segment_forward_and_back)
 {
     static const size_t lens[] = {3, 1, 4};
-    zbuf_t *z = make(lens, 3);
+    zbuf_t *z = zt_make(lens, 3);
     size_t start = 0;
 
     for (zbuf_seg_t *s = zbuf_seg_first(z); s != NULL; s = zbuf_seg_next(z, s)) {
@@ -406,7 +287,7 @@ Test(seg, locate_relative_to_every_segment_forward_and_back)
 Test(seg, locate_begin_and_end_ignore_the_segment)
 {
     static const size_t lens[] = {3, 1, 4};
-    zbuf_t *z = make(lens, 3);
+    zbuf_t *z = zt_make(lens, 3);
     zbuf_seg_t *mid = zbuf_seg_next(z, zbuf_seg_first(z));
     size_t abs = 999;
 
@@ -445,7 +326,7 @@ Test(seg, locate_in_an_empty_zbuf_only_the_start)
 Test(seg, locate_outside_is_erange)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     size_t abs = 999;
 
     cr_assert_eq(zbuf_locate(z, NULL, 8, &abs), -ERANGE);
@@ -461,7 +342,7 @@ Test(seg, locate_outside_is_erange)
 Test(seg, locate_bad_handles_are_einval)
 {
     static const size_t lens[] = {3, 4};
-    zbuf_t *z = make(lens, 2);
+    zbuf_t *z = zt_make(lens, 2);
     zbuf_t *gone;
     size_t abs = 999;
 
@@ -471,14 +352,14 @@ Test(seg, locate_bad_handles_are_einval)
     cr_assert_eq(zbuf_delete(gone), 0);
     cr_assert_eq(zbuf_locate(gone, NULL, 0, &abs), -EINVAL);
     cr_assert_eq(abs, 999);
-    expect_released(none, 2);
+    zt_expect_released(zt_none, 2);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(seg, locate_agrees_with_find)
 {
     static const size_t lens[] = {2, 5, 1, 3};
-    zbuf_t *z = make(lens, 4);
+    zbuf_t *z = zt_make(lens, 4);
 
     for (size_t off = 0; off < 11; off++) {
         size_t so = 0, abs = 999;

@@ -9,50 +9,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "support.h"
 
 ZT_SUITE(stats);
 
-static zbuf_stats_t stats(void)
-{
-    zbuf_stats_t st;
-    zbuf_stats_get(&st);
-    return st;
-}
-
 Test(stats, live_counters_follow_objects)
 {
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     zbuf_t *z, *t;
     zbuf_buf_t *b;
     zbuf_pool_t *p;
     static uint8_t area[16];
 
     cr_assert_eq(zbuf_create(&z), 0);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 1);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs + 1);
     cr_assert_eq(zbuf_append_buf(z, area, 16, NULL, NULL), 0);
     zt_check(z);
-    cr_assert_eq(stats().live_segs, st.live_segs + 1);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs + 1);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
     cr_assert_eq(zbuf_split(z, 8, &t), 0); /* splits the one segment */
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 2);
-    cr_assert_eq(stats().live_segs, st.live_segs + 2);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 1);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs + 2);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs + 2);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 1);
     cr_assert_eq(zbuf_buf_alloc(10, &b), 0);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 2);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 2);
     cr_assert_eq(zbuf_pool_create(8, 2, &p), 0);
-    cr_assert_eq(stats().live_pools, st.live_pools + 1);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools + 1);
     cr_assert_eq(zbuf_insert(z, 0, t, NULL), 0);
     zt_check(z);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 1);
-    cr_assert_eq(stats().live_segs, st.live_segs + 2);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs + 1);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs + 2);
     zbuf_pool_delete(p);
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_delete(z), 0);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
-    cr_assert_eq(stats().live_segs, st.live_segs);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
-    cr_assert_eq(stats().live_pools, st.live_pools);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_pools, st.live_pools);
 }
 
 Test(stats, zero_copy_paths_count_nothing)
@@ -70,7 +64,7 @@ Test(stats, zero_copy_paths_count_nothing)
     cr_assert_eq(zbuf_buf_alloc(100, &b), 0);
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_create(&m), 0);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_append_buf(z, a1, 100, NULL, NULL), 0);
     zt_check(z);
     cr_assert_eq(zbuf_insert_buf(z, 50, a2, 100, NULL, NULL, NULL), 0);
@@ -105,9 +99,9 @@ Test(stats, zero_copy_paths_count_nothing)
     zt_check(z);
     zt_check(d);
     zt_check(h);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied, "a zero-copy path copied %llu bytes",
-                 (unsigned long long)(stats().bytes_copied - st.bytes_copied));
-    cr_assert_eq(stats().copies, st.copies);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied, "a zero-copy path copied %llu bytes",
+                 (unsigned long long)(zt_stats().bytes_copied - st.bytes_copied));
+    cr_assert_eq(zt_stats().copies, st.copies);
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(zbuf_delete(d), 0);
@@ -125,54 +119,54 @@ Test(stats, copying_paths_count_exactly_their_bytes)
 
     cr_assert_eq(zbuf_create(&z), 0);
 
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_append_copy(z, src, 40), 0);
     zt_check(z);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 40, "insert_copy");
-    cr_assert_eq(stats().copies, st.copies + 1, "one insert_copy is one copy");
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 40, "insert_copy");
+    cr_assert_eq(zt_stats().copies, st.copies + 1, "one insert_copy is one copy");
 
     cr_assert_eq(zbuf_append_copy(z, src, 24), 0); /* two segments: 40 + 24 */
     cr_assert_eq(zbuf_seg_count(z), 2);
 
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_copyout(z, 5, out, 30), 30);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 30, "copyout in one segment");
-    cr_assert_eq(stats().copies, st.copies + 1);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 30, "copyout in one segment");
+    cr_assert_eq(zt_stats().copies, st.copies + 1);
 
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_copyout(z, 30, out, 20), 20);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 20, "copyout across segments");
-    cr_assert_gt(stats().copies, st.copies);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 20, "copyout across segments");
+    cr_assert_gt(zt_stats().copies, st.copies);
 
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_peek(z, 38, 4, scratch, &peeked), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 4, "peek across segments");
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 4, "peek across segments");
 
     cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
     zt_check(z);
     zt_check(d);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_unshare(z, 0, ZBUF_TO_END), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 64, "unshare of shared bytes");
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 64, "unshare of shared bytes");
     cr_assert_eq(zbuf_delete(d), 0);
 
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_pullup(z, 35, 10, &data), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 10, "pullup across segments");
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 10, "pullup across segments");
 
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(stats, count_copy_adds_an_outside_copy)
 {
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     zbuf_stats_count_copy(1234);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 1234);
-    cr_assert_eq(stats().copies, st.copies + 1);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 1234);
+    cr_assert_eq(zt_stats().copies, st.copies + 1);
     zbuf_stats_count_copy(1);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + 1235);
-    cr_assert_eq(stats().copies, st.copies + 2);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 1235);
+    cr_assert_eq(zt_stats().copies, st.copies + 2);
 }
 
 Test(stats, failed_calls_count_nothing)
@@ -185,27 +179,27 @@ Test(stats, failed_calls_count_nothing)
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_copy(z, "abcd", 4), 0);
     zt_check(z);
-    st = stats();
+    st = zt_stats();
     cr_assert_eq(zbuf_copyout(z, 0, out, 5), -ERANGE);
     cr_assert_eq(zbuf_insert_copy(z, 5, "x", 1, NULL), -ERANGE);
     cr_assert_eq(zbuf_pullup(z, 0, 5, &data), -ERANGE);
     cr_assert_eq(zbuf_unshare(z, 2, 3), -ERANGE);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied);
-    cr_assert_eq(stats().copies, st.copies);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
-    cr_assert_eq(stats().live_segs, st.live_segs);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    cr_assert_eq(zt_stats().copies, st.copies);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
     cr_assert_eq(zbuf_delete(z), 0);
 }
 
 Test(stats, allocs_grow_when_memory_is_taken)
 {
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
     zbuf_buf_t *b;
 
     cr_assert_eq(zbuf_buf_alloc(4096, &b), 0);
-    cr_assert_gt(stats().allocs, st.allocs);
+    cr_assert_gt(zt_stats().allocs, st.allocs);
     zbuf_buf_unref(b);
-    cr_assert_geq(stats().allocs, st.allocs + 1, "allocs counts calls, it never goes down");
+    cr_assert_geq(zt_stats().allocs, st.allocs + 1, "allocs counts calls, it never goes down");
 }
 
 /* An allocator that counts its calls and remembers every live block, to
@@ -267,7 +261,7 @@ Test(stats, allocs_counts_every_call_to_the_allocator)
     zbuf_buf_t *b;
 
     cr_assert_eq(zbuf_set_allocator(&a), 0);
-    st = stats();
+    st = zt_stats();
     my_allocs = 0;
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_append_copy(z, "abc", 3), 0);
@@ -279,8 +273,8 @@ Test(stats, allocs_counts_every_call_to_the_allocator)
     cr_assert_eq(zbuf_buf_alloc(100, &b), 0);
     cr_assert_eq(zbuf_pool_create(64, 4, &p), 0);
     cr_assert_gt(my_allocs, 0);
-    cr_assert_eq(stats().allocs - st.allocs, my_allocs, "allocs %llu, allocator saw %zu",
-                 (unsigned long long)(stats().allocs - st.allocs), my_allocs);
+    cr_assert_eq(zt_stats().allocs - st.allocs, my_allocs, "allocs %llu, allocator saw %zu",
+                 (unsigned long long)(zt_stats().allocs - st.allocs), my_allocs);
     zbuf_pool_delete(p);
     zbuf_buf_unref(b);
     cr_assert_eq(zbuf_delete(d), 0);
@@ -324,19 +318,19 @@ Test(stats, other_threads_are_added_up_even_after_they_exit)
 {
     struct work w[2] = {{0}, {0}};
     pthread_t t[2];
-    zbuf_stats_t st = stats();
+    zbuf_stats_t st = zt_stats();
 
     for (int i = 0; i < 2; i++)
         cr_assert_eq(pthread_create(&t[i], NULL, copy_on_thread, &w[i]), 0);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(pthread_join(t[i], NULL), 0);
-    cr_assert_eq(stats().bytes_copied, st.bytes_copied + w[0].copied + w[1].copied);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs + 2);
-    cr_assert_eq(stats().live_bufs, st.live_bufs + 2);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + w[0].copied + w[1].copied);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs + 2);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs + 2);
     /* Deleting here balances counts made there. */
     cr_assert_eq(zbuf_delete(w[0].keep), 0);
     cr_assert_eq(zbuf_delete(w[1].keep), 0);
-    cr_assert_eq(stats().live_zbufs, st.live_zbufs);
-    cr_assert_eq(stats().live_segs, st.live_segs);
-    cr_assert_eq(stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zt_stats().live_zbufs, st.live_zbufs);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
 }
