@@ -441,17 +441,20 @@ ZBUF_EXPORT int zbufSegLength(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 /** @} */
 
 /* ======================================================================
- * zbufSockLib: RESERVED FOR THE SOCKET ADAPTER.
- *
- * The zbufSockLib half of the compatibility layer (zbufSockLibInit,
- * zbufSockSend, zbufSockSendto, zbufSockBufSend, zbufSockBufSendto,
- * zbufSockRecv, zbufSockRecvfrom) is declared here by the socket adapter
- * work and implemented in that adapter's library, so that the core library
- * does not depend on sockets.  Nothing of it exists yet.
+ * zbufSockLib: the socket half lives in the socket adapter (zbuf-sock), so
+ * that the core library does not depend on sockets.  When that adapter's
+ * headers are installed (or on the include path), they come in here, and
+ * VxWorks code needs no other include.
  * ====================================================================== */
 
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(__has_include)
+#if __has_include(<zbuf/vxworks_sock.h>)
+#include <zbuf/vxworks_sock.h>
+#endif
 #endif
 
 #endif /* ZBUF_VXWORKS_H */
