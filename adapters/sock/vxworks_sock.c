@@ -249,11 +249,17 @@ static ssize_t send_whole(int fd, zbuf_t *z, int flags, bool dgram, const struct
     }
 }
 
-/* The zbufSockSend() ownership rule, for both kinds. */
+/*
+ * The zbufSockSend() ownership rule, for both kinds: the zbuf is consumed,
+ * except when *kept is set (invalid arguments, nothing sent on a
+ * non-blocking socket, or the layer could not start).
+ */
 static int send_and_consume(int s, ZBUF_ID zbufId, int flags, bool dgram, struct sockaddr *to,
-                            int tolen)
+                            int tolen, bool *kept)
 {
-    if (zbufId == NULL || zbuf_iovec(zbufId, 0, 0, NULL, 0, NULL) != 0 || (to == NULL && tolen > 0) || tolen < 0) {
+    *kept = true;
+    if (zbufId == NULL || zbuf_iovec(zbufId, 0, 0, NULL, 0, NULL) != 0 ||
+        (to == NULL && tolen > 0) || tolen < 0) {
         errno = EINVAL;
         return ERROR;
     }
@@ -271,6 +277,7 @@ static int send_and_consume(int s, ZBUF_ID zbufId, int flags, bool dgram, struct
         errno = EWOULDBLOCK; /* the caller keeps the zbuf */
         return ERROR;
     }
+    *kept = false;
     zbuf_delete(zbufId); /* the library's now, sent or not */
     if (r < 0) {
         errno = (int)-r;
@@ -282,13 +289,15 @@ static int send_and_consume(int s, ZBUF_ID zbufId, int flags, bool dgram, struct
 int zbufSockSend(int s, ZBUF_ID zbufId, int zbufLen, int flags)
 {
     (void)zbufLen; /* a hint only: the zbuf knows its length */
-    return send_and_consume(s, zbufId, flags, false, NULL, 0);
+    bool kept;
+    return send_and_consume(s, zbufId, flags, false, NULL, 0, &kept);
 }
 
 int zbufSockSendto(int s, ZBUF_ID zbufId, int zbufLen, int flags, struct sockaddr *to, int tolen)
 {
     (void)zbufLen;
-    return send_and_consume(s, zbufId, flags, true, to, to ? tolen : 0);
+    bool kept;
+    return send_and_consume(s, zbufId, flags, true, to, to ? tolen : 0, &kept);
 }
 
 /*
@@ -334,11 +343,13 @@ static int buf_send(int s, char *buf, int bufLen, VOIDFUNCPTR freeRtn, intptr_t 
         errno = ENOMEM;
         return ERROR;
     }
-    int r = send_and_consume(s, z, flags, dgram, to, tolen);
-    if (r == ERROR && errno == EWOULDBLOCK) {
+    bool kept;
+    int r = send_and_consume(s, z, flags, dgram, to, tolen, &kept);
+    if (kept) {
+        int e = errno;
         t->cancelled = true; /* the caller keeps buf: no free routine */
         zbuf_delete(z);
-        errno = EWOULDBLOCK;
+        errno = e;
     }
     return r;
 }

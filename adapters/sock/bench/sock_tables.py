@@ -15,9 +15,15 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 out = sys.argv[2]
 
 
+def key(r):
+    """A row of a table: the message size, and the socket buffer if not 0."""
+    return r['size'] if r['sockbuf'] in ('0', '') or r['kind'] in ('gather', 'file') \
+        else r['size'] + ':' + r['sockbuf']
+
+
 def vals(kind, size, mode, field):
     return {r['run']: float(r[field]) for r in rows
-            if r['kind'] == kind and r['size'] == size and r['mode'] == mode}
+            if r['kind'] == kind and key(r) == size and r['mode'] == mode}
 
 
 def med(kind, size, mode, field='MBps'):
@@ -25,28 +31,48 @@ def med(kind, size, mode, field='MBps'):
     return statistics.median(v) if v else float('nan')
 
 
-def ratio(kind, size, mode, base, field='MBps', invert=False):
-    """Median over repetitions of mode / base (base / mode with invert)."""
+def ratios(kind, size, mode, base, field='MBps', invert=False):
+    """mode / base (base / mode with invert) per repetition."""
     a, b = vals(kind, size, mode, field), vals(kind, size, base, field)
-    r = [(b[k] / a[k] if invert else a[k] / b[k])
-         for k in a if k in b and a[k] > 0 and b[k] > 0]
+    return sorted((b[k] / a[k] if invert else a[k] / b[k])
+                  for k in a if k in b and a[k] > 0 and b[k] > 0)
+
+
+def ratio(kind, size, mode, base, field='MBps', invert=False):
+    """Median over repetitions of the paired ratio."""
+    r = ratios(kind, size, mode, base, field, invert)
     return statistics.median(r) if r else float('nan')
+
+
+def spread(kind, size, mode, base):
+    """Interquartile range of the paired ratio, as gains: the noise."""
+    r = ratios(kind, size, mode, base)
+    if len(r) < 4:
+        return "n/a"
+    q = statistics.quantiles(r, n=4)
+    return f"{(q[0] - 1) * 100:+.0f} .. {(q[2] - 1) * 100:+.0f} %"
 
 
 def sizes(kind):
     seen = []
     for r in rows:
-        if r['kind'] == kind and r['size'] not in seen:
-            seen.append(r['size'])
+        if r['kind'] == kind and key(r) not in seen:
+            seen.append(key(r))
     return seen
 
 
 def sockbuf(kind, size):
-    return next(r['sockbuf'] for r in rows if r['kind'] == kind and r['size'] == size)
+    return next(r['sockbuf'] for r in rows if r['kind'] == kind and key(r) == size)
+
+
+def msg(size):
+    return size.split(':')[0]
 
 
 def human(n):
     n = int(n)
+    if n == 0:
+        return "default"
     if n >= 1 << 20 and n % (1 << 20) == 0:
         return f"{n >> 20}M"
     return f"{n >> 10}K" if n % 1024 == 0 else str(n)
@@ -58,7 +84,7 @@ def pct(x):
 
 def nsk(kind, s, m):
     v = [float(r['cpu']) / (float(r['bytes']) / 1024) * 1e9 for r in rows
-         if r['kind'] == kind and r['size'] == s and r['mode'] == m and float(r['bytes']) > 0]
+         if r['kind'] == kind and key(r) == s and r['mode'] == m and float(r['bytes']) > 0]
     return statistics.median(v) if v else float('nan')
 
 
@@ -67,32 +93,35 @@ plot_send, plot_recv = [], []
 if sizes('send'):
     L.append("### Send side (receiver discards): MB/s, medians\n")
     L.append("| message / socket buffer | copy | zbuf | zerocopy | zc-always "
-             "| zbuf gain | zerocopy gain | zc-always gain |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+             "| zbuf gain | zerocopy gain | zc-always gain | zbuf gain IQR |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in sizes('send'):
         m = [med('send', s, k) for k in ('copy', 'zbuf', 'zerocopy', 'zc-always')]
         g = [ratio('send', s, k, 'copy') for k in ('zbuf', 'zerocopy', 'zc-always')]
-        L.append(f"| {human(s)} / {human(sockbuf('send', s))} | "
+        L.append(f"| {human(msg(s))} / {human(sockbuf('send', s))} | "
                  + " | ".join(f"{x:.0f}" for x in m) + " | "
-                 + " | ".join(pct(x) for x in g) + " |")
-        plot_send.append([s] + m)
+                 + " | ".join(pct(x) for x in g) + f" | {spread('send', s, 'zbuf', 'copy')} |")
+        if sockbuf('send', s) != '0':
+            plot_send.append([msg(s)] + m)
 if sizes('recv'):
     L.append("\n### Receive side (sender uses sendfile): MB/s, medians\n")
-    L.append("| message / socket buffer | copy | zbuf | zbuf gain |")
-    L.append("| --- | ---: | ---: | ---: |")
+    L.append("| message / socket buffer | copy | zbuf | zbuf gain | zbuf gain IQR |")
+    L.append("| --- | ---: | ---: | ---: | ---: |")
     for s in sizes('recv'):
         c, z = med('recv', s, 'copy'), med('recv', s, 'zbuf')
-        L.append(f"| {human(s)} / {human(sockbuf('recv', s))} | {c:.0f} | {z:.0f} | "
-                 f"{pct(ratio('recv', s, 'zbuf', 'copy'))} |")
-        plot_recv.append([s, c, z])
+        L.append(f"| {human(msg(s))} / {human(sockbuf('recv', s))} | {c:.0f} | {z:.0f} | "
+                 f"{pct(ratio('recv', s, 'zbuf', 'copy'))} | {spread('recv', s, 'zbuf', 'copy')} |")
+        if sockbuf('recv', s) != '0':
+            plot_recv.append([msg(s), c, z])
     L.append("\n### CPU time of the side under test: ns per KiB moved, medians\n")
-    L.append("| message | send copy | send zbuf | send zerocopy | send zc-always "
+    L.append("| message / socket buffer | send copy | send zbuf | send zerocopy | send zc-always "
              "| recv copy | recv zbuf |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in sizes('send'):
         v = [nsk('send', s, m) for m in ('copy', 'zbuf', 'zerocopy', 'zc-always')] + \
             [nsk('recv', s, m) for m in ('copy', 'zbuf')]
-        L.append(f"| {human(s)} | " + " | ".join(f"{x:.0f}" for x in v) + " |")
+        L.append(f"| {human(msg(s))} / {human(sockbuf('send', s))} | "
+                 + " | ".join(f"{x:.0f}" for x in v) + " |")
 if sizes('gather'):
     L.append("\n### A message of 4 application buffers (receiver discards): MB/s, medians\n")
     L.append("| message | memcpy + write | gather (zbuf) | gather / memcpy |")

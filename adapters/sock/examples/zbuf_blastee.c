@@ -4,7 +4,7 @@
  * modern API.  Also the receiver of the benchmarks (scripts/bench-sock.sh).
  *
  *   zbuf_blastee [-s size] [-b sockbuf] [-t seconds] [-i interval]
- *                [-m copy|zbuf|discard] [-q] port
+ *                [-m copy|zbuf|discard] [-p portfile] [-q] port
  *
  * Modes:
  *   copy     read() into one application buffer (the BSD-socket baseline)
@@ -12,7 +12,9 @@
  *            buffers go back to the pool): the kernel's copy is the only one
  *   discard  recv(MSG_TRUNC): the kernel drops the bytes without copying
  *            them (the cheapest receiver, for send-side measurements)
- * It stops at end of stream or after -t seconds (0: no limit).  The last
+ * It stops at end of stream or after -t seconds (0: no limit).  Port 0
+ * takes any free port; -p writes the port listened on to a file once the
+ * socket listens (for scripts).  The last
  * line is machine-readable:
  *   result mode=M size=N seconds=S bytes=B MBps=X cpu=C
  * where C is the process's user+system CPU seconds.
@@ -47,16 +49,16 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void die(const char *what, int err)
+_Noreturn static void die(const char *what, int err)
 {
     fprintf(stderr, "zbuf_blastee: %s: %s\n", what, strerror(err < 0 ? -err : err));
     exit(1);
 }
 
-static void usage(void)
+_Noreturn static void usage(void)
 {
     fprintf(stderr, "usage: zbuf_blastee [-s size] [-b sockbuf] [-t seconds] [-i interval]\n"
-                    "                    [-m copy|zbuf|discard] [-q] port\n");
+                    "                    [-m copy|zbuf|discard] [-p portfile] [-q] port\n");
     exit(2);
 }
 
@@ -65,15 +67,16 @@ int main(int argc, char **argv)
     size_t size = 16384;
     int sockbuf = 0, quiet = 0;
     double seconds = 0, interval = 1;
-    const char *mode = "zbuf";
+    const char *mode = "zbuf", *portfile = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "s:b:t:i:m:q")) != -1) {
+    while ((opt = getopt(argc, argv, "s:b:t:i:m:p:q")) != -1) {
         switch (opt) {
         case 's': size = strtoul(optarg, NULL, 0); break;
         case 'b': sockbuf = atoi(optarg); break;
         case 't': seconds = atof(optarg); break;
         case 'i': interval = atof(optarg); break;
         case 'm': mode = optarg; break;
+        case 'p': portfile = optarg; break;
         case 'q': quiet = 1; break;
         default: usage();
         }
@@ -102,6 +105,16 @@ int main(int argc, char **argv)
                               .sin_addr.s_addr = htonl(INADDR_ANY) };
     if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 1) != 0)
         die("bind/listen", errno);
+    if (portfile != NULL) {
+        socklen_t sl = sizeof sa;
+        getsockname(l, (struct sockaddr *)&sa, &sl);
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", portfile);
+        FILE *f = fopen(tmp, "w");
+        if (f == NULL || fprintf(f, "%u\n", ntohs(sa.sin_port)) < 0 || fclose(f) != 0 ||
+            rename(tmp, portfile) != 0)
+            die(portfile, errno);
+    }
     int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         die("accept", errno);

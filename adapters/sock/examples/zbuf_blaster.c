@@ -67,13 +67,13 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void die(const char *what, int err)
+_Noreturn static void die(const char *what, int err)
 {
     fprintf(stderr, "zbuf_blaster: %s: %s\n", what, strerror(err < 0 ? -err : err));
     exit(1);
 }
 
-static void usage(void)
+_Noreturn static void usage(void)
 {
     fprintf(stderr, "usage: zbuf_blaster [-s size] [-b sockbuf] [-t seconds] [-i interval]\n"
                     "                    [-m copy|zbuf|zerocopy|zc-always|gather4|memcpy4|file]\n"

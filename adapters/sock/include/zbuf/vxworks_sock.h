@@ -10,13 +10,14 @@
  *
  * **Ownership** (the contract of VxWorks `zbufSockLib`): a zbuf given to
  * zbufSockSend() or zbufSockSendto() belongs to the library from then on,
- * whatever the result, except in two cases where the caller keeps it,
- * unchanged, and may send it again: the zbuf handle is invalid (`EINVAL`), or
- * the socket is non-blocking and nothing could be sent (`EWOULDBLOCK`).  For
- * zbufSockBufSend() / zbufSockBufSendto() the same two cases leave the buffer
- * with the caller and its free routine is never called for that attempt; in
- * every other case the free routine runs exactly once, when the network no
- * longer needs the buffer.
+ * whatever the result, except where the call failed before anything was
+ * handed to the kernel, in which case the caller keeps it, unchanged, and may
+ * send it again: the zbuf handle or an argument is invalid (`EINVAL`), the
+ * socket is non-blocking and nothing could be sent (`EWOULDBLOCK`), or the
+ * layer could not start (`ENOMEM`).  For zbufSockBufSend() /
+ * zbufSockBufSendto() the same cases leave the buffer with the caller and its
+ * free routine is not called for that attempt; in every other case the free
+ * routine runs exactly once, when the network no longer needs the buffer.
  *
  * **A zbuf is sent whole.**  The BSD stack under VxWorks appended a zbuf's
  * mbuf chain to the socket in one piece.  Linux may accept part of it on a
@@ -75,9 +76,11 @@ ZBUF_SOCK_EXPORT STATUS zbufSockLibInit(void);
  * @param flags    `send()` flags (`MSG_OOB`, `MSG_DONTROUTE` ...).
  * @return the number of bytes sent (the whole zbuf); #ERROR with `errno`:
  *         `EINVAL` (invalid zbuf; caller keeps it), `EWOULDBLOCK`
- *         (non-blocking socket, nothing sent; caller keeps it), `ETIMEDOUT`
- *         (part sent, the rest not accepted within 30 s), or the socket's
- *         error (`EPIPE`, `ECONNRESET` ...; the zbuf is deleted).
+ *         (non-blocking socket, nothing sent; caller keeps it), `ENOMEM`
+ *         (the layer could not start; caller keeps it), `EOVERFLOW` (more
+ *         than `INT_MAX` bytes; caller keeps it), `ETIMEDOUT` (part sent,
+ *         the rest not accepted within 30 s; the zbuf is deleted), or the
+ *         socket's error (`EPIPE`, `ECONNRESET` ...; the zbuf is deleted).
  */
 ZBUF_SOCK_EXPORT int zbufSockSend(int s, ZBUF_ID zbufId, int zbufLen, int flags);
 
