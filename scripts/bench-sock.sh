@@ -5,7 +5,7 @@
 # build/bench), rerun the 1995 tcpBlaster/tcpBlastee experiment on loopback
 # and the transferTo file table, and print markdown tables; the plot goes to
 # docs/benchmarks-sock.png.  Results and how to read them:
-# docs/benchmarks-sock.md.
+# docs/benchmarks.md (section Sockets).
 #
 # Usage: scripts/bench-sock.sh [quick]
 # Environment: RUNS (repetitions, default 5), DUR (seconds per stream run,

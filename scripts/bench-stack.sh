@@ -3,7 +3,7 @@
 # optimised build (build/bench), then run bulk TCP over the in-memory link
 # with the zbuf stack and with lwIP (Debian's liblwip), and Linux TCP over
 # loopback, interleaved round by round, and print medians as markdown.
-# Results and how to read them: docs/benchmarks-stack.md.
+# Results and how to read them: docs/benchmarks.md (section TCP/IP stack).
 # Usage: scripts/bench-stack.sh [rounds (default 7)] [bytes per run (default 256 MiB)]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,7 +5,7 @@
 #   bench_uv_fanout  pub/sub fan-out of 64 KiB messages to 16 subscribers,
 #                    zbuf dup against copying into per-subscriber uv_buf_t memory;
 #   bench_uv_echo    framed echo throughput, 1 KiB to 1 MiB messages.
-# Results and how to read them: docs/benchmarks-uv.md.
+# Results and how to read them: docs/benchmarks.md (section libuv).
 # Usage: scripts/bench-uv.sh [--quick]   (--quick: fewer runs and bytes, for a smoke test)
 # Environment: FANOUT_ARGS / ECHO_ARGS replace each program's arguments.
 set -euo pipefail
