@@ -56,6 +56,8 @@
 #include <zbuf/frame.h>
 #include <zbuf/uv.h>
 
+#include "bench_util.h"
+
 #define HIGH_WATER (4u << 20)
 #define LOW_WATER (1u << 20)
 
@@ -65,48 +67,6 @@ static int runs = 5;
 static bool verify;
 static size_t sizes[16] = {1024, 4096, 16384, 65536, 262144, 1048576};
 static int nsizes = 6;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double thread_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void die(const char *what, int err)
-{
-    fprintf(stderr, "bench_uv_echo: %s: %s\n", what, strerror(err < 0 ? -err : err));
-    exit(1);
-}
-
-/* The receive pool lives for the whole benchmark, as in a server, and is
- * touched once up front: first-touch page faults would otherwise be charged
- * to whichever run meets them. */
-static zbuf_pool_t *warm_pool(size_t bufsize, size_t count)
-{
-    zbuf_pool_t *p;
-    zbuf_buf_t **all = calloc(count, sizeof(*all));
-    int rc = zbuf_pool_create(bufsize, count, &p);
-    if (rc != 0 || all == NULL)
-        die("pool", rc ? rc : ENOMEM);
-    for (size_t i = 0; i < count; i++) {
-        if ((rc = zbuf_pool_get(p, &all[i])) != 0)
-            die("pool", rc);
-        memset(zbuf_buf_data(all[i]), 0, bufsize);
-    }
-    for (size_t i = 0; i < count; i++)
-        zbuf_buf_unref(all[i]);
-    free(all);
-    return p;
-}
 
 /* ================================================================ server */
 
@@ -146,7 +106,7 @@ static void read_start(void);
 static void written(uv_stream_t *s, int status)
 {
     if (status < 0 && status != UV_ECANCELED)
-        die("server write", status);
+        bench_die("server write", status);
     if (!S.reading && zbuf_uv_write_queue_size(s) < LOW_WATER && !uv_is_closing(&S.conn.handle))
         read_start();
 }
@@ -164,7 +124,7 @@ static void backpressure(void)
 
 static void finish(void)
 {
-    S.cpu = thread_cpu_s() - S.cpu;
+    S.cpu = bench_thread_cpu_s() - S.cpu;
     zbuf_uv_close(&S.conn, NULL);
 }
 
@@ -190,19 +150,19 @@ static void zbuf_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
     }
     int rc = zbuf_frame_decoder_feed(S.dec, z);
     if (rc != 0)
-        die("feed", rc);
+        bench_die("feed", rc);
     zbuf_t *out = NULL, *m;
     if (S.v == V_BULK) {
         rc = zbuf_frame_decoder_next_frames(S.dec, 0, &out, NULL);
         if (rc != 0 && rc != -EAGAIN)
-            die("decode", rc);
+            bench_die("decode", rc);
         if (out != NULL && (rc = zbuf_uv_write(&zs->stream, out, zbuf_written, NULL)) != 0)
-            die("write", rc);
+            bench_die("write", rc);
         backpressure();
         return;
     }
     if ((rc = zbuf_create(&out)) != 0)
-        die("create", rc);
+        bench_die("create", rc);
     for (;;) {
         /* Small messages are copied from where they lie (no zbuf each);
          * larger ones are taken as zbufs and referenced. */
@@ -211,7 +171,7 @@ static void zbuf_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
         rc = zbuf_frame_decoder_peek(S.dec, &p, &len);
         if (rc == 0 && len <= S.fopts.copy_max) {
             if ((rc = zbuf_frame_append_copy(&S.fopts, out, p, len)) != 0)
-                die("append", rc);
+                bench_die("append", rc);
             zbuf_frame_decoder_skip(S.dec);
             continue;
         }
@@ -220,16 +180,16 @@ static void zbuf_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
         if ((rc = zbuf_frame_decoder_next(S.dec, &m)) != 0)
             break;
         if ((rc = zbuf_frame_append(&S.fopts, out, m)) != 0)
-            die("append", rc);
+            bench_die("append", rc);
     }
     if (rc != -EAGAIN)
-        die("decode", rc);
+        bench_die("decode", rc);
     if (zbuf_length(out) == 0) {
         zbuf_delete(out);
         out = NULL;
     }
     if (out != NULL && (rc = zbuf_uv_write(&zs->stream, out, zbuf_written, NULL)) != 0)
-        die("write", rc);
+        bench_die("write", rc);
     backpressure();
 }
 
@@ -248,7 +208,7 @@ static void copy_send(struct out_buf *o)
     uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
     int rc = uv_write(&o->req, &S.conn.stream, &b, 1, copy_written);
     if (rc != 0)
-        die("uv_write", rc);
+        bench_die("uv_write", rc);
 }
 
 static void copy_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -267,7 +227,7 @@ static struct out_buf *out_new(size_t len)
 {
     struct out_buf *o = malloc(sizeof(*o) + len);
     if (o == NULL)
-        die("malloc", ENOMEM);
+        bench_die("malloc", ENOMEM);
     o->len = len;
     return o;
 }
@@ -343,21 +303,21 @@ static void read_start(void)
     int rc = S.v != V_COPY ? zbuf_uv_read_start(&S.conn, S.pool, zbuf_read)
                            : uv_read_start(&S.conn.stream, copy_alloc, copy_read);
     if (rc != 0)
-        die("read start", rc);
+        bench_die("read start", rc);
     S.reading = true;
 }
 
 static void on_conn(uv_stream_t *l, int status)
 {
     if (status < 0)
-        die("accept", status);
+        bench_die("accept", status);
     uv_tcp_init(&S.loop, &S.conn.tcp);
     zbuf_uv_stream_init(&S.conn);
     if (uv_accept(l, &S.conn.stream) != 0)
-        die("accept", EINVAL);
+        bench_die("accept", EINVAL);
     uv_tcp_nodelay(&S.conn.tcp, 1);
     uv_close((uv_handle_t *)&S.listener, NULL);
-    S.cpu = thread_cpu_s();
+    S.cpu = bench_thread_cpu_s();
     read_start();
 }
 
@@ -372,7 +332,7 @@ static void *server_main(void *arg)
     uv_tcp_init(&S.loop, &S.listener);
     if (uv_tcp_bind(&S.listener, (const struct sockaddr *)&a, 0) != 0 ||
         uv_listen((uv_stream_t *)&S.listener, 8, on_conn) != 0)
-        die("listen", errno);
+        bench_die("listen", errno);
     uv_tcp_getsockname(&S.listener, (struct sockaddr *)&bound, &len);
     pthread_mutex_lock(&S.mu);
     S.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
@@ -381,7 +341,7 @@ static void *server_main(void *arg)
     pthread_mutex_unlock(&S.mu);
     uv_run(&S.loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&S.loop) != 0)
-        die("uv_loop_close", EBUSY);
+        bench_die("uv_loop_close", EBUSY);
     return NULL;
 }
 
@@ -396,7 +356,7 @@ static double client_run(int port, size_t msg, uint64_t total)
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1;
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-        die("connect", errno);
+        bench_die("connect", errno);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
     size_t frame = 4 + msg, per = frame >= (256u << 10) ? 1 : (256u << 10) / frame;
@@ -415,13 +375,13 @@ static double client_run(int port, size_t msg, uint64_t total)
     static uint8_t rbuf[1 << 20];
     uint64_t sent = 0, got = 0;
     long bad = 0;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     while (got < total) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (sent < total && sent - got < window)
             pfd.events |= POLLOUT;
         if (poll(&pfd, 1, 10000) <= 0)
-            die("client timed out", ETIMEDOUT);
+            bench_die("client timed out", ETIMEDOUT);
         if (pfd.revents & POLLOUT) {
             size_t off = (size_t)(sent % blen);
             uint64_t can = total - sent < window - (sent - got) ? total - sent : window - (sent - got);
@@ -430,7 +390,7 @@ static double client_run(int port, size_t msg, uint64_t total)
             if (r > 0)
                 sent += (uint64_t)r;
             else if (r < 0 && errno != EAGAIN)
-                die("send", errno);
+                bench_die("send", errno);
         }
         if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
             ssize_t r = recv(fd, rbuf, sizeof(rbuf), MSG_DONTWAIT | (verify ? 0 : MSG_TRUNC));
@@ -440,17 +400,17 @@ static double client_run(int port, size_t msg, uint64_t total)
                         bad += rbuf[i] != batch[(got + (uint64_t)i) % blen];
                 got += (uint64_t)r;
             } else if (r == 0) {
-                die("server closed early", EPIPE);
+                bench_die("server closed early", EPIPE);
             } else if (errno != EAGAIN) {
-                die("recv", errno);
+                bench_die("recv", errno);
             }
         }
     }
-    double secs = now_s() - t0;
+    double secs = bench_now_s() - t0;
     close(fd);
     free(batch);
     if (bad)
-        die("echo differs from what was sent", EIO);
+        bench_die("echo differs from what was sent", EIO);
     return secs;
 }
 
@@ -477,7 +437,7 @@ static struct result run_once(enum variant v, size_t msg)
         S.pool = pool;
         int rc = zbuf_frame_decoder_create(&o, &S.dec);
         if (rc != 0)
-            die("zbuf setup", rc);
+            bench_die("zbuf setup", rc);
     }
     pthread_t t;
     pthread_create(&t, NULL, server_main, NULL);
@@ -493,7 +453,7 @@ static struct result run_once(enum variant v, size_t msg)
     if (v != V_COPY) {
         zbuf_frame_decoder_delete(S.dec);
         if (zbuf_pool_available(S.pool) != zbuf_pool_capacity(S.pool))
-            die("pool buffers not returned", EIO);
+            bench_die("pool buffers not returned", EIO);
     } else {
         free(S.partial);
     }
@@ -526,11 +486,11 @@ static void parse_sizes(const char *s)
         else if (*end == 'm' || *end == 'M')
             v <<= 20, end++;
         if (v == 0 || v > (64ul << 20))
-            die("bad size", EINVAL);
+            bench_die("bad size", EINVAL);
         sizes[nsizes++] = v;
         s = *end == ',' ? end + 1 : end;
         if (end == s && *s)
-            die("bad size list", EINVAL);
+            bench_die("bad size list", EINVAL);
     }
 }
 
@@ -552,9 +512,9 @@ int main(int argc, char **argv)
         }
     }
     if (mbytes < 1 || runs < 1 || runs > 99)
-        die("bad arguments", EINVAL);
+        bench_die("bad arguments", EINVAL);
     signal(SIGPIPE, SIG_IGN);
-    pool = warm_pool(64 * 1024, 512);
+    pool = bench_warm_pool(64 * 1024, 512);
 
     printf("### Echo: %zu MiB each way per run, %d runs%s: median (best)\n\n", mbytes, runs,
            verify ? ", verified" : "");

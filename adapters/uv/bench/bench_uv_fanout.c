@@ -52,6 +52,8 @@
 #include <zbuf/frame.h>
 #include <zbuf/uv.h>
 
+#include "bench_util.h"
+
 #define MAX_SUBS 64
 #define HIGH_WATER (1u << 20)
 #define LOW_WATER (256u << 10)
@@ -62,48 +64,6 @@ static long msgs = 5000;
 static int nsubs = 16;
 static int runs = 5;
 static bool verify;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double thread_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void die(const char *what, int err)
-{
-    fprintf(stderr, "bench_uv_fanout: %s: %s\n", what, strerror(err < 0 ? -err : err));
-    exit(1);
-}
-
-/* The receive pool lives for the whole benchmark, as in a server, and is
- * touched once up front: first-touch page faults would otherwise be charged
- * to whichever run meets them. */
-static zbuf_pool_t *warm_pool(size_t bufsize, size_t count)
-{
-    zbuf_pool_t *p;
-    zbuf_buf_t **all = calloc(count, sizeof(*all));
-    int rc = zbuf_pool_create(bufsize, count, &p);
-    if (rc != 0 || all == NULL)
-        die("pool", rc ? rc : ENOMEM);
-    for (size_t i = 0; i < count; i++) {
-        if ((rc = zbuf_pool_get(p, &all[i])) != 0)
-            die("pool", rc);
-        memset(zbuf_buf_data(all[i]), 0, bufsize);
-    }
-    for (size_t i = 0; i < count; i++)
-        zbuf_buf_unref(all[i]);
-    free(all);
-    return p;
-}
 
 /* Payload byte i of message seq (bytes 0..7 hold seq itself). */
 static inline uint8_t pattern(uint64_t seq, size_t i)
@@ -175,7 +135,7 @@ static void maybe_close_all(void);
 static void sub_written(struct sub *s, int status)
 {
     if (status < 0)
-        die("subscriber write", status);
+        bench_die("subscriber write", status);
     note_queue(s);
     check_congestion_cleared();
     maybe_close_all();
@@ -196,13 +156,13 @@ static void zbuf_pub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
         return;
     if (status < 0) {
         if (status != UV_EOF)
-            die("publisher read", (int)status);
+            bench_die("publisher read", (int)status);
         B.pub_eof = true;
         maybe_close_all();
         return;
     }
     if (zbuf_frame_decoder_feed(B.dec, z) != 0)
-        die("feed", EINVAL);
+        bench_die("feed", EINVAL);
     zbuf_t *m;
     int rc;
     while ((rc = zbuf_frame_decoder_next(B.dec, &m)) == 0) {
@@ -211,15 +171,15 @@ static void zbuf_pub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
         for (int i = 0; i < B.nsubs_conn; i++) {
             zbuf_t *d;
             if ((rc = zbuf_dup(m, 0, ZBUF_TO_END, &d)) != 0)
-                die("dup", rc);
+                bench_die("dup", rc);
             if ((rc = zbuf_uv_write(&B.subs[i].zs.stream, d, zbuf_delivered, NULL)) != 0)
-                die("write", rc);
+                bench_die("write", rc);
             note_queue(&B.subs[i]);
         }
         zbuf_delete(m);
     }
     if (rc != -EAGAIN)
-        die("decode", rc);
+        bench_die("decode", rc);
     if (B.ncongested > 0) {
         zbuf_uv_read_stop(&B.pub);
         B.pub_reading = false;
@@ -252,7 +212,7 @@ static struct copy_req *copy_req_get(size_t len)
     }
     c = malloc(sizeof(*c) + len);
     if (c == NULL)
-        die("malloc", ENOMEM);
+        bench_die("malloc", ENOMEM);
     c->cap = len;
     return c;
 }
@@ -319,7 +279,7 @@ static void copy_frame_send(void)
         uv_buf_t b = uv_buf_init(c->data, (unsigned)c->len);
         int rc = uv_write(&c->req, &B.subs[i].zs.stream, &b, 1, copy_delivered);
         if (rc != 0)
-            die("uv_write", rc);
+            bench_die("uv_write", rc);
         note_queue(&B.subs[i]);
         B.out[i] = NULL;
     }
@@ -377,7 +337,7 @@ static void pub_read_start(void)
                            : uv_read_start(&B.pub.stream, copy_alloc, copy_pub_read);
     /* (both copy variants read the same way) */
     if (rc != 0)
-        die("read start", rc);
+        bench_die("read start", rc);
     B.pub_reading = true;
 }
 
@@ -388,7 +348,7 @@ static void maybe_close_all(void)
     for (int i = 0; i < B.nsubs_conn; i++)
         if (zbuf_uv_write_queue_size(&B.subs[i].zs.stream) > 0)
             return;
-    B.cpu = thread_cpu_s() - B.cpu;
+    B.cpu = bench_thread_cpu_s() - B.cpu;
     B.pub_open = false;
     zbuf_uv_close(&B.pub, NULL);
     for (int i = 0; i < B.nsubs_conn; i++)
@@ -398,12 +358,12 @@ static void maybe_close_all(void)
 static void on_sub_conn(uv_stream_t *l, int status)
 {
     if (status < 0 || B.nsubs_conn == MAX_SUBS)
-        die("accept", status);
+        bench_die("accept", status);
     struct sub *s = &B.subs[B.nsubs_conn++];
     uv_tcp_init(&B.loop, &s->zs.tcp);
     zbuf_uv_stream_init(&s->zs);
     if (uv_accept(l, &s->zs.stream) != 0)
-        die("accept", EINVAL);
+        bench_die("accept", EINVAL);
     uv_tcp_nodelay(&s->zs.tcp, 1);
     if (B.nsubs_conn == nsubs)
         uv_close((uv_handle_t *)&B.sub_listen, NULL);
@@ -412,14 +372,14 @@ static void on_sub_conn(uv_stream_t *l, int status)
 static void on_pub_conn(uv_stream_t *l, int status)
 {
     if (status < 0)
-        die("accept", status);
+        bench_die("accept", status);
     uv_tcp_init(&B.loop, &B.pub.tcp);
     zbuf_uv_stream_init(&B.pub);
     if (uv_accept(l, &B.pub.stream) != 0)
-        die("accept", EINVAL);
+        bench_die("accept", EINVAL);
     uv_close((uv_handle_t *)&B.pub_listen, NULL);
     B.pub_open = true;
-    B.cpu = thread_cpu_s();
+    B.cpu = bench_thread_cpu_s();
     pub_read_start();
 }
 
@@ -432,7 +392,7 @@ static int listen_any(uv_tcp_t *t, uv_connection_cb cb)
     uv_tcp_init(&B.loop, t);
     if (uv_tcp_bind(t, (const struct sockaddr *)&a, 0) != 0 ||
         uv_listen((uv_stream_t *)t, 128, cb) != 0)
-        die("listen", errno);
+        bench_die("listen", errno);
     uv_tcp_getsockname(t, (struct sockaddr *)&bound, &len);
     return ntohs(((struct sockaddr_in *)&bound)->sin_port);
 }
@@ -449,7 +409,7 @@ static void *broker_main(void *arg)
     pthread_mutex_unlock(&B.mu);
     uv_run(&B.loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&B.loop) != 0)
-        die("uv_loop_close", EBUSY);
+        bench_die("uv_loop_close", EBUSY);
     copy_free_all();
     return NULL;
 }
@@ -463,7 +423,7 @@ static int connect_to(int port)
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1;
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-        die("connect", errno);
+        bench_die("connect", errno);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
 }
@@ -484,7 +444,7 @@ static void *publisher_main(void *arg)
     f[3] = (uint8_t)msg_size;
     for (size_t i = 0; i < msg_size; i++)
         f[4 + i] = pattern(0, i);
-    t_start = now_s();
+    t_start = bench_now_s();
     for (long seq = 0; seq < msgs; seq++) {
         uint64_t s = (uint64_t)seq;
         if (msg_size >= 8)
@@ -498,13 +458,13 @@ static void *publisher_main(void *arg)
             if (r < 0 && errno == EINTR)
                 continue;
             if (r < 0)
-                die("publish", errno);
+                bench_die("publish", errno);
             off += (size_t)r;
         }
     }
     shutdown(pub_fd, SHUT_WR);
     free(f);
-    pub_cpu = thread_cpu_s();
+    pub_cpu = bench_thread_cpu_s();
     return NULL;
 }
 
@@ -568,7 +528,7 @@ static void *sink_main(void *arg)
         struct epoll_event evs[MAX_SUBS];
         int n = epoll_wait(ep, evs, MAX_SUBS, 10000);
         if (n <= 0)
-            die("sink timed out", ETIMEDOUT);
+            bench_die("sink timed out", ETIMEDOUT);
         for (int i = 0; i < n; i++) {
             int s = (int)evs[i].data.u32;
             ssize_t r = recv(sub_fds[s], buf, sizeof(buf), MSG_DONTWAIT | (verify ? 0 : MSG_TRUNC));
@@ -581,15 +541,15 @@ static void *sink_main(void *arg)
                 /* The broker closes every subscriber once all is written;
                  * one may end while others still have bytes in flight. */
                 if (got_sub[s] != each)
-                    die("subscriber closed early", EPIPE);
+                    bench_die("subscriber closed early", EPIPE);
                 epoll_ctl(ep, EPOLL_CTL_DEL, sub_fds[s], NULL);
             } else if (errno != EAGAIN) {
-                die("sink recv", errno);
+                bench_die("sink recv", errno);
             }
         }
     }
-    t_end = now_s();
-    sink_cpu = thread_cpu_s();
+    t_end = bench_now_s();
+    sink_cpu = bench_thread_cpu_s();
     for (int i = 0; i < nsubs; i++)
         sink_bad += chk[i].bad + (verify && chk[i].next_seq != (uint64_t)msgs);
     free(chk);
@@ -618,7 +578,7 @@ static struct result run_once(enum variant v)
         B.pool = pool;
         int rc = zbuf_frame_decoder_create(&o, &B.dec);
         if (rc != 0)
-            die("zbuf setup", rc);
+            bench_die("zbuf setup", rc);
     }
     pthread_t bt, pt, st;
     pthread_create(&bt, NULL, broker_main, NULL);
@@ -641,11 +601,11 @@ static struct result run_once(enum variant v)
         close(sub_fds[i]);
     close(pub_fd);
     if (B.msgs_in != msgs)
-        die("messages lost in the broker", EIO);
+        bench_die("messages lost in the broker", EIO);
     if (v == V_ZBUF) {
         zbuf_frame_decoder_delete(B.dec);
         if (zbuf_pool_available(B.pool) != zbuf_pool_capacity(B.pool))
-            die("pool buffers not returned", EIO);
+            bench_die("pool buffers not returned", EIO);
     }
     pthread_mutex_destroy(&B.mu);
     pthread_cond_destroy(&B.cv);
@@ -685,9 +645,9 @@ int main(int argc, char **argv)
     }
     if (msgs < 1 || msg_size < 8 || msg_size > (64u << 20) || nsubs < 1 || nsubs > MAX_SUBS ||
         runs < 1 || runs > 99)
-        die("bad arguments", EINVAL);
+        bench_die("bad arguments", EINVAL);
     signal(SIGPIPE, SIG_IGN);
-    pool = warm_pool(64 * 1024, 1024);
+    pool = bench_warm_pool(64 * 1024, 1024);
 
     double secs[NVAR][99], cpu[NVAR][99];
     for (int r = 0; r < runs; r++) {
@@ -698,7 +658,7 @@ int main(int argc, char **argv)
             secs[var][r] = res.secs;
             cpu[var][r] = res.cpu_per_msg;
             if (sink_bad)
-                die("subscribers received wrong bytes", EIO);
+                bench_die("subscribers received wrong bytes", EIO);
             fprintf(stderr, "run %d %s: %.3f s, broker %.1f us/msg (publisher %.1f, sink %.1f)\n",
                     r, vname[var], res.secs, res.cpu_per_msg * 1e6,
                     pub_cpu / (double)msgs * 1e6, sink_cpu / (double)msgs * 1e6);
