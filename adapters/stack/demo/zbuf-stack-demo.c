@@ -311,6 +311,9 @@ int main(int argc, char **argv)
     printf("icmp echo: %llu requests, %llu replies; tcp connections accepted: %llu\n",
            (unsigned long long)st.icmp_echo_rx, (unsigned long long)st.icmp_echo_tx,
            (unsigned long long)conns_total);
+    printf("ip fragments: rx %llu (datagrams reassembled %llu, dropped %llu), tx %llu\n",
+           (unsigned long long)st.ip_frags_rx, (unsigned long long)st.ip_reassembled,
+           (unsigned long long)st.ip_frag_drops, (unsigned long long)st.ip_frags_tx);
     printf("retransmissions: %llu (timeouts %llu, fast %llu)\n",
            (unsigned long long)st.tcp_retransmits, (unsigned long long)st.tcp_rto,
            (unsigned long long)st.tcp_fast_retransmits);

@@ -4,11 +4,13 @@
 corpus/frame/*     one Ethernet frame each (fuzz_frame)
 corpus/sequence/*  records op,len16,body (fuzz_sequence): a TCP handshake,
                    data, FIN, with time steps, against the harness's
-                   deterministic ISN.
+                   deterministic ISN; IPv4 fragment trains (in order, reversed,
+                   overlapping, incomplete until the reassembly timeout, an
+                   echo request whose reply leaves in fragments).
 """
 import os
 import struct
-from scapy.all import ARP, ICMP, IP, TCP, UDP, Ether, Raw  # noqa: E402
+from scapy.all import ARP, ICMP, IP, TCP, UDP, Ether, Raw, fragment  # noqa: E402
 
 US_MAC, PEER_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 US, PEER = "192.0.2.1", "192.0.2.2"
@@ -33,6 +35,7 @@ frames = {
     "ip_options": eth(IP(src=PEER, dst=US, options=b"\x01\x01\x01\x00") / UDP(dport=9) /
                       Raw(b"z")),
     "fragment": eth(IP(src=PEER, dst=US, flags="MF", frag=0) / UDP(dport=9) / Raw(b"q" * 20)),
+    "fragment_last": eth(IP(src=PEER, dst=US, frag=185, proto=17) / Raw(b"t" * 40)),
 }
 for name, f in frames.items():
     with open(os.path.join(here, "corpus", "frame", name), "wb") as fh:
@@ -55,4 +58,32 @@ seq += rec(1, length=300) + rec(0, bytes(eth(IP(src=PEER, dst=US) /
                                                   ack=1)))) + rec(1, length=60000)
 with open(os.path.join(here, "corpus", "sequence", "handshake_data_fin"), "wb") as fh:
     fh.write(seq)
+
+
+def frags(pkt, size=1480):
+    return [bytes(eth(f)) for f in fragment(pkt, fragsize=size)]
+
+
+def train(frames, tail=b""):
+    return b"".join(rec(0, f) for f in frames) + tail
+
+
+ARP_REQ = rec(0, bytes(frames["arp_request"]))
+udp_big = IP(src=PEER, dst=US, id=0x4242) / UDP(sport=5000, dport=7) / Raw(b"u" * 4000)
+echo_big = IP(src=PEER, dst=US, id=0x4343) / ICMP(type=8, id=2, seq=1) / Raw(b"p" * 4000)
+udp_f, echo_f = frags(udp_big), frags(echo_big)
+overlap = frags(IP(src=PEER, dst=US, id=0x4444) / UDP(sport=5000, dport=9) / Raw(b"o" * 64),
+                size=24)
+overlap.insert(2, bytes(eth(IP(src=PEER, dst=US, id=0x4444, flags="MF", frag=2, proto=17) /
+                            Raw(b"X" * 32))))
+sequences = {
+    "frag_udp_in_order": ARP_REQ + train(udp_f),
+    "frag_udp_reversed": ARP_REQ + train(reversed(udp_f)),
+    "frag_overlap": train(overlap),
+    "frag_timeout": train(udp_f[:1] + udp_f[2:], rec(1, length=20000) + rec(1, length=20000)),
+    "frag_echo_reply_fragmented": ARP_REQ + train(echo_f) + rec(1, length=10),
+}
+for name, body in sequences.items():
+    with open(os.path.join(here, "corpus", "sequence", name), "wb") as fh:
+        fh.write(body)
 print("corpus written")

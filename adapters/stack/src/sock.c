@@ -10,6 +10,13 @@
  *        slows the sender instead of filling memory.
  *   txq  bytes accepted by zbuf_ip_sock_send() that did not fit into the
  *        TCP send buffer yet; moved over on each sent callback.
+ *
+ * Closing a socket whose txq is not empty makes it an orphan: it leaves the
+ * caller's hands but stays on the stack's orphan list, feeding txq into the
+ * connection as acknowledgments make room; once txq is empty the PCB is
+ * closed (FIN after the last byte) and the socket freed.  Bytes received
+ * meanwhile are discarded and the window kept open.  A connection that fails
+ * frees its orphan; so does zbuf_ip_stack_delete().
  */
 #include <stdlib.h>
 
@@ -20,6 +27,8 @@ struct zbuf_ip_sock {
     zbuf_ip_tcp_t *pcb;        /* NULL once the connection failed */
     bool listener;
     bool connected, eof, shut;
+    bool orphan;               /* closed by the caller, still draining txq */
+    struct zbuf_ip_sock *onext, **oprev; /* the stack's orphan list */
     int err;
     zbuf_t *rxq, *txq;
     struct zbuf_ip_sock **acq; /* listener: connections not yet accepted */
@@ -34,7 +43,22 @@ static void sock_free(zbuf_ip_sock_t *k)
     free(k);
 }
 
-/* Move what fits from txq into the connection. */
+static void orphan_free(zbuf_ip_sock_t *k)
+{
+    *k->oprev = k->onext;
+    if (k->onext)
+        k->onext->oprev = k->oprev;
+    sock_free(k);
+}
+
+void zbuf_ip__sock_free_orphans(zbuf_ip_stack_t *s)
+{
+    while (s->orphans)
+        orphan_free(s->orphans);
+}
+
+/* Move what fits from txq into the connection.  An orphan whose txq has
+ * drained hands its PCB to the stack and is freed. */
 static void push(zbuf_ip_sock_t *k)
 {
     while (k->pcb && zbuf_length(k->txq) > 0) {
@@ -58,16 +82,25 @@ static void push(zbuf_ip_sock_t *k)
             return;
         }
     }
-    if (k->pcb && k->shut && zbuf_length(k->txq) == 0)
+    if (k->orphan && zbuf_length(k->txq) == 0) {
+        zbuf_ip_tcp_close(k->pcb);
+        orphan_free(k);
+    } else if (k->pcb && k->shut && zbuf_length(k->txq) == 0) {
         zbuf_ip_tcp_shutdown(k->pcb);
+    }
 }
 
 static void on_recv(void *arg, zbuf_ip_tcp_t *pcb, zbuf_t *data)
 {
-    (void)pcb;
     zbuf_ip_sock_t *k = arg;
     if (data == NULL) {
         k->eof = true;
+        return;
+    }
+    if (k->orphan) { /* nobody will read it: drop it, keep the window open */
+        size_t n = zbuf_length(data);
+        zbuf_delete(data);
+        zbuf_ip_tcp_recved(pcb, n);
         return;
     }
     zbuf_append(k->rxq, data);
@@ -91,6 +124,10 @@ static void on_connected(void *arg, zbuf_ip_tcp_t *pcb)
 static void on_error(void *arg, int err)
 {
     zbuf_ip_sock_t *k = arg;
+    if (k->orphan) {
+        orphan_free(k); /* txq's buffers are released now */
+        return;
+    }
     k->pcb = NULL;
     k->err = err;
 }
@@ -337,10 +374,24 @@ void zbuf_ip_sock_close(zbuf_ip_sock_t *k)
         return;
     }
     if (k->pcb) {
-        /* Whatever still waits in txq goes into the PCB's queue if it fits;
-         * beyond that it is dropped (the PCB has no room for it and the
-         * socket is going away). */
         push(k);
+        if (zbuf_length(k->txq) > 0) {
+            /* Bytes wait beyond the send buffer: keep feeding them in the
+             * background (see the orphan comment at the top). */
+            size_t unread = zbuf_length(k->rxq);
+            if (unread > 0 && zbuf_cut(k->rxq, 0, unread, NULL) == 0)
+                zbuf_ip_tcp_recved(k->pcb, unread);
+            k->orphan = true;
+            k->shut = true;
+            zbuf_ip__tcp_set_orphan(k->pcb);
+            zbuf_ip_stack_t *s = k->stack;
+            k->onext = s->orphans;
+            k->oprev = &s->orphans;
+            if (s->orphans)
+                s->orphans->oprev = &k->onext;
+            s->orphans = k;
+            return;
+        }
         zbuf_ip_tcp_close(k->pcb);
     }
     sock_free(k);

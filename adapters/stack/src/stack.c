@@ -12,6 +12,10 @@
  * private to the packet and adds a small header segment otherwise (always
  * the case for TCP data, whose buffers the retransmission queue shares).
  *
+ * IPv4 fragments are reassembled in reasm.c; a datagram larger than the
+ * interface's MTU leaves as fragments, each a zbuf_dup() of its byte range
+ * behind its own IP header (see zbuf_ip__output()).
+ *
  * Failure strategy of the send functions that consume a packet: once a
  * packet is accepted it is either handed to a driver or deleted here; the
  * return value only says which.
@@ -105,6 +109,9 @@ void zbuf_ip_config_init(zbuf_ip_config_t *cfg)
     cfg->tcp_rto_min_ms = ZBUF_IP_TCP_RTO_MIN_MS;
     cfg->tcp_time_wait_ms = ZBUF_IP_TCP_TIME_WAIT_MS;
     cfg->tcp_delack_ms = ZBUF_IP_TCP_DELACK_MS;
+    cfg->ip_reassembly = true;
+    cfg->ip_reasm_bytes = ZBUF_IP_REASM_BYTES;
+    cfg->ip_reasm_timeout_ms = ZBUF_IP_REASM_TIMEOUT_MS;
 }
 
 int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
@@ -119,7 +126,9 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     if (c.tcp_snd_buf < 2048 || c.tcp_snd_buf > ZBUF_IP_TCP_SND_BUF_MAX ||
         c.tcp_rcv_buf < 2048 || c.tcp_rcv_buf > ZBUF_IP_TCP_RCV_BUF_MAX ||
         c.tcp_rto_min_ms < 1 || c.tcp_rto_min_ms > ZBUF_IP_TCP_RTO_MAX_MS ||
-        c.tcp_delack_ms < 1 || c.tcp_delack_ms >= 500)
+        c.tcp_delack_ms < 1 || c.tcp_delack_ms >= 500 || c.ip_reasm_bytes < 1 ||
+        c.ip_reasm_bytes > ZBUF_IP_REASM_BYTES || c.ip_reasm_timeout_ms < 1 ||
+        c.ip_reasm_timeout_ms > 120000)
         return -EINVAL;
     if (c.clock == NULL)
         c.clock = mono_ms;
@@ -155,12 +164,14 @@ void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
     if (s == NULL)
         return;
     s->depth++; /* no reaping from inside the teardown */
+    zbuf_ip__sock_free_orphans(s);
     zbuf_ip__tcp_free_all(s);
     while (s->udps)
         zbuf_ip_udp_delete(s->udps);
     for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++)
         if (s->netifs[i].in_use)
             zbuf_ip_netif_remove(&s->netifs[i]);
+    zbuf_ip__reasm_flush(s, NULL);
     free(s);
 }
 
@@ -236,6 +247,7 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++)
         if (s->arp[i].state != ARP_FREE && s->arp[i].nif == nif)
             arp_drop_entry(&s->arp[i]);
+    zbuf_ip__reasm_flush(s, nif);
     nif->in_use = false;
     if (nif->drv.detach)
         nif->drv.detach(nif->ctx);
@@ -484,6 +496,62 @@ static uint16_t ip_id_next(zbuf_ip_stack_t *s)
     return (uint16_t)(s->st.tx_frames * 0x9e37u + 1);
 }
 
+/* The addressing of one datagram on its way out. */
+struct ip_tx {
+    zbuf_ip_netif_t *nif;
+    uint32_t src, dst, nexthop;
+    uint16_t id;
+    uint8_t proto;
+};
+
+/* Prepend an IP header with fragment field `frag` (flags and offset) to
+ * `pkt` and send it; consumes `pkt`. */
+static int ip_send(const struct ip_tx *t, zbuf_t *pkt, uint16_t frag)
+{
+    size_t total = zbuf_length(pkt) + IP_HLEN;
+    uint8_t *h;
+    if (zbuf_prepend_space(pkt, IP_HLEN, (void **)&h) != 0) {
+        zbuf_delete(pkt);
+        return -ENOMEM;
+    }
+    h[0] = 0x45;
+    h[1] = 0;
+    put16(h + 2, (uint16_t)total);
+    put16(h + 4, t->id);
+    put16(h + 6, frag);
+    h[8] = ZBUF_IP_TTL;
+    h[9] = t->proto;
+    put16(h + 10, 0);
+    put32(h + 12, t->src);
+    put32(h + 16, t->dst);
+    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_mem(h, IP_HLEN, 0)));
+    return arp_output(t->nif, pkt, t->nexthop);
+}
+
+/* Send `pkt` (transport header and payload) as fragments of at most the
+ * interface's MTU.  Each fragment is a zbuf_dup() of its range: the payload
+ * is shared, never copied, and each gets its own header segment.  Consumes
+ * `pkt`.  Stops at the first fragment that cannot go: the datagram is lost
+ * anyway. */
+static int ip_fragment(zbuf_ip_stack_t *s, const struct ip_tx *t, zbuf_t *pkt)
+{
+    size_t max = ((size_t)t->nif->cfg.mtu - IP_HLEN) & ~(size_t)7; /* >= 552 */
+    size_t plen = zbuf_length(pkt);
+    int rc = 0;
+    for (size_t off = 0; off < plen && rc == 0; off += max) {
+        size_t n = plen - off < max ? plen - off : max;
+        zbuf_t *f;
+        if (zbuf_dup(pkt, off, n, &f) != 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        s->st.ip_frags_tx++;
+        rc = ip_send(t, f, (uint16_t)((off + n < plen ? 0x2000 : 0) | (off >> 3)));
+    }
+    zbuf_delete(pkt);
+    return rc;
+}
+
 int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst, uint8_t proto)
 {
     zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
@@ -492,32 +560,17 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
         return -ENETUNREACH;
     }
     size_t total = zbuf_length(pkt) + IP_HLEN;
-    if (total > nif->cfg.mtu) {
+    if (total > 65535) {
         zbuf_delete(pkt);
         return -EMSGSIZE;
     }
-    uint8_t *h;
-    if (zbuf_prepend_space(pkt, IP_HLEN, (void **)&h) != 0) {
-        zbuf_delete(pkt);
-        return -ENOMEM;
-    }
-    if (src == 0)
-        src = nif->cfg.addr;
-    h[0] = 0x45;
-    h[1] = 0;
-    put16(h + 2, (uint16_t)total);
-    put16(h + 4, ip_id_next(s));
-    put16(h + 6, 0x4000); /* DF: we never fragment */
-    h[8] = ZBUF_IP_TTL;
-    h[9] = proto;
-    put16(h + 10, 0);
-    put32(h + 12, src);
-    put32(h + 16, dst);
-    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_mem(h, IP_HLEN, 0)));
-    uint32_t nexthop = dst;
+    struct ip_tx t = {.nif = nif, .src = src ? src : nif->cfg.addr, .dst = dst,
+                      .nexthop = dst, .id = ip_id_next(s), .proto = proto};
     if (dst != 0xffffffffu && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
-        nexthop = nif->cfg.gateway;
-    return arp_output(nif, pkt, nexthop);
+        t.nexthop = nif->cfg.gateway;
+    if (total > nif->cfg.mtu)
+        return ip_fragment(s, &t, pkt);
+    return ip_send(&t, pkt, 0x4000); /* DF on what fits: path MTU discovery */
 }
 
 /* ------------------------------------------------------------------ ICMP */
@@ -573,6 +626,35 @@ drop:
     zbuf_delete(z);
     s->st.rx_drops++;
     return h == NULL ? -EBADMSG : -ENOENT;
+}
+
+int zbuf_ip__icmp_reasm_timeout(zbuf_ip_stack_t *s, const uint8_t *orig, size_t len)
+{
+    uint32_t from = get32(orig + 16), to = get32(orig + 12);
+    /* Only about datagrams sent to us by a unicast source (RFC 1122
+     * 3.2.2), and never about an ICMP error. */
+    if (!zbuf_ip__is_local(s, from) || bad_source(to) || to == 0 ||
+        (orig[9] == IP_PROTO_ICMP && (len < IP_HLEN + 1 || orig[IP_HLEN] != 8)))
+        return -EINVAL;
+    zbuf_t *z;
+    uint8_t *p;
+    if (zbuf_create(&z) != 0)
+        return -ENOMEM;
+    if (zbuf_append_space(z, len, (void **)&p) != 0) {
+        zbuf_delete(z);
+        return -ENOMEM;
+    }
+    memcpy(p, orig, len); /* the quoted header, built like any header */
+    uint8_t *h;
+    if (zbuf_prepend_space(z, ICMP_HLEN, (void **)&h) != 0) {
+        zbuf_delete(z);
+        return -ENOMEM;
+    }
+    memset(h, 0, ICMP_HLEN);
+    h[0] = 11; /* time exceeded */
+    h[1] = 1;  /* fragment reassembly time exceeded */
+    put16(h + 2, zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, zbuf_length(z), 0)));
+    return zbuf_ip__output(s, z, from, to, IP_PROTO_ICMP);
 }
 
 int zbuf_ip_ping(zbuf_ip_stack_t *s, uint32_t dst, uint16_t id, uint16_t seq, zbuf_t *data)
@@ -704,8 +786,8 @@ int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dp
     if (nif == NULL || zbuf_ip__is_local(s, dst) || dst == 0)
         return -ENETUNREACH;
     size_t plen = zbuf_length(data);
-    if (plen + UDP_HLEN + IP_HLEN > nif->cfg.mtu)
-        return -EMSGSIZE;
+    if (plen + UDP_HLEN + IP_HLEN > 65535)
+        return -EMSGSIZE; /* above the MTU is fine: it leaves in fragments */
     uint8_t *h;
     int rc = zbuf_prepend_space(data, UDP_HLEN, (void **)&h);
     if (rc)
@@ -764,15 +846,9 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z)
         s->st.rx_drops++;
         return -EPROTO;
     }
-    uint16_t frag = get16(h + 6);
+    uint16_t id = get16(h + 4), frag = get16(h + 6);
     uint8_t proto = h[9];
     uint32_t src = get32(h + 12), dst = get32(h + 16);
-    if ((frag & 0x2000) || (frag & 0x1fff)) {
-        s->st.ip_frag_drops++;
-        zbuf_delete(z);
-        s->st.rx_drops++;
-        return -EMSGSIZE;
-    }
     if (bad_source(src) || (src == 0 && proto != IP_PROTO_UDP)) {
         s->st.bad_ip++;
         goto drop_bad;
@@ -783,9 +859,22 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z)
         s->st.rx_drops++;
         return -ENOENT;
     }
+    uint8_t iph[IP_HLEN]; /* h may point into a segment the cuts below free */
+    memcpy(iph, h, IP_HLEN);
     if (total < len)
         zbuf_cut(z, total, ZBUF_TO_END, NULL); /* Ethernet padding */
     zbuf_cut(z, 0, hlen, NULL);                /* options, if any, are ignored */
+    if (frag & 0x3fff) { /* MF or an offset: a fragment */
+        zbuf_t *whole = NULL;
+        int rc = zbuf_ip__reasm_input(nif, z, src, dst, proto, id, (uint32_t)(frag & 0x1fff) * 8,
+                                      (frag & 0x2000) != 0, iph, hlen, &whole);
+        if (rc <= 0) {
+            if (rc < 0)
+                s->st.rx_drops++;
+            return rc; /* held (0) or dropped */
+        }
+        z = whole; /* the last piece: on with the whole datagram */
+    }
     switch (proto) {
     case IP_PROTO_ICMP:
         return icmp_input(nif, z, src, dst);
@@ -871,6 +960,7 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
     /* The clock was read on entry; the driver polls above take microseconds,
      * not worth a second clock read on every poll. */
     n += arp_timers(s);
+    n += zbuf_ip__reasm_timers(s);
     n += zbuf_ip__tcp_timers(s);
     leave(s);
     return n;
@@ -883,6 +973,9 @@ uint64_t zbuf_ip_next_deadline(const zbuf_ip_stack_t *s)
     uint64_t d = zbuf_ip__tcp_deadline(s);
     if (s->arp_next < d)
         d = s->arp_next; /* may be early (an entry went): a poll then finds nothing */
+    uint64_t r = zbuf_ip__reasm_deadline(s);
+    if (r < d)
+        d = r;
     for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
         const zbuf_ip_netif_t *nif = &s->netifs[i];
         if (nif->in_use && nif->drv.next_deadline) {

@@ -5,6 +5,7 @@
  * Layering, bottom to top:
  *   drivers       link.c (in-memory link), tap.c (Linux TAP)
  *   stack.c       the stack object, interfaces, Ethernet, ARP, IPv4, ICMP, UDP
+ *   reasm.c       IPv4 fragment reassembly
  *   tcp.c         TCP
  *   sock.c        the socket-like convenience layer over TCP
  *   cksum.c       checksums over zbuf segments, SipHash-2-4
@@ -127,6 +128,7 @@ struct zbuf_ip_udp {
 };
 
 struct zbuf_ip_tcp;
+struct ip_reasm; /* one datagram being reassembled (reasm.c) */
 
 struct zbuf_ip_stack {
     zbuf_ip_config_t cfg;
@@ -141,10 +143,17 @@ struct zbuf_ip_stack {
     uint64_t challenge_window; /* start of the current 1-second window */
     unsigned challenge_count;
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
+    struct ip_reasm *reasm[ZBUF_IP_REASM_MAX]; /* NULL: free slot */
+    uint64_t reasm_seq;     /* creation counter: the smallest alive is the oldest */
     zbuf_ip_stats_t st;
     int depth;              /* nesting of public entry points (for deferred frees) */
     bool rx_trusted;        /* the frame being processed came from a checksum-offload link */
+    struct zbuf_ip_sock *orphans; /* closed sockets still sending their queued bytes */
 };
+
+/* Free the sockets closed while data still waited to be sent (sock.c);
+ * their PCBs are freed by the caller without callbacks. */
+ZBUF_IP__HIDDEN void zbuf_ip__sock_free_orphans(zbuf_ip_stack_t *s);
 
 /* Sample the clock (public entry points do this). */
 ZBUF_IP__HIDDEN void zbuf_ip__tick(zbuf_ip_stack_t *s);
@@ -172,6 +181,34 @@ ZBUF_IP__HIDDEN bool zbuf_ip__is_local(const zbuf_ip_stack_t *s, uint32_t a);
 ZBUF_IP__HIDDEN const uint8_t *zbuf_ip__hdr(const zbuf_t *z, size_t off, size_t len,
                                             uint8_t *tmp);
 
+/* ------------------------------------------------------------ reassembly */
+
+/* Offer a fragment of datagram (src, dst, proto, id): `frag` is its payload
+ * (IP header and link padding cut away), `off` its offset in bytes, `mf` the
+ * more-fragments bit, `iph` its first 20 IP header bytes (quoted in an ICMP
+ * error should the datagram time out), `hlen` the length of its IP header
+ * (for the 65535-byte bound).  Consumes `frag` in every case.  Returns 1 with the whole
+ * datagram's payload in *out (a new zbuf of the fragments' segments) when
+ * this fragment completed it; 0 when the fragment is held; a negative errno
+ * when it was dropped (counted; rx_drops of this fragment left to the
+ * caller). */
+ZBUF_IP__HIDDEN int zbuf_ip__reasm_input(zbuf_ip_netif_t *nif, zbuf_t *frag, uint32_t src,
+                                         uint32_t dst, uint8_t proto, uint16_t id, uint32_t off,
+                                         bool mf, const uint8_t *iph, size_t hlen,
+                                         zbuf_t **out);
+/* Send ICMP time exceeded, code 1, about a datagram whose reassembly timed
+ * out: `orig` is its first fragment's 20-byte IP header followed by up to 8
+ * bytes of its payload (`len` in all).  Returns 0 or a negative errno
+ * (nothing sent: not to us, from a bad source, or about an ICMP error). */
+ZBUF_IP__HIDDEN int zbuf_ip__icmp_reasm_timeout(zbuf_ip_stack_t *s, const uint8_t *orig,
+                                                size_t len);
+/* Free the datagrams whose time is up; returns how many. */
+ZBUF_IP__HIDDEN int zbuf_ip__reasm_timers(zbuf_ip_stack_t *s);
+/* Earliest reassembly deadline, or ZBUF_IP_NEVER. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__reasm_deadline(const zbuf_ip_stack_t *s);
+/* Free every datagram that arrived on `nif` (NULL: every datagram). */
+ZBUF_IP__HIDDEN void zbuf_ip__reasm_flush(zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif);
+
 /* ------------------------------------------------------------------- TCP */
 
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *seg, uint32_t src,
@@ -179,6 +216,9 @@ ZBUF_IP__HIDDEN void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *seg, uint32_
 ZBUF_IP__HIDDEN int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s);
+/* The application gave the connection up but keeps it sending (the socket
+ * layer's orphans): bound its zero-window probing like a closed PCB's. */
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_set_orphan(zbuf_ip_tcp_t *t);
 /* Free PCBs closed while callbacks were running. */
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_reap(zbuf_ip_stack_t *s);
 /* Initial sequence number of a connection (RFC 6528: keyed hash of the

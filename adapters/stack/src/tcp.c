@@ -1,17 +1,50 @@
 /*
  * TCP (RFC 9293) with RFC 5961 (blind in-window attacks), RFC 6298 (RTO,
- * Karn), RFC 5681/6582 (congestion control, NewReno), RFC 7323 (window
- * scaling only: no timestamps), RFC 6528 (keyed-hash ISNs), RFC 2018 SACK.
+ * Karn), RFC 5681 (congestion control), RFC 7323 (window scaling,
+ * timestamps, PAWS), RFC 6528 (keyed-hash ISNs), RFC 2018 SACK, and loss
+ * recovery after RFC 8985 (RACK-TLP), RFC 6675 (SACK pipe), RFC 6937
+ * (proportional rate reduction), RFC 6582 (NewReno, for peers without
+ * SACK) and RFC 3042 (limited transmit).
  *
  * SACK: SACK-permitted is offered (and answered) because the receiver side
  * really works: every ACK sent while the out-of-order queue holds data
  * carries blocks built from that queue, the latest arrival's block first,
  * so a Linux sender recovers several losses per round trip instead of
- * stalling on timeouts.  The sender side keeps a small scoreboard of the
- * peer's blocks: it starts fast recovery when three segments' worth are
- * reported above snd_una (which also works when the peer's ACKs ride on
- * data and so are never "duplicate"), and resends one hole per ACK.  No
- * D-SACK, no timestamps.
+ * stalling on timeouts.  No D-SACK.
+ *
+ * Loss recovery
+ * -------------
+ * Every segment sent and not yet cumulatively acknowledged has a record
+ * (`struct txseg`, a ring in sequence order) with the time of its latest
+ * transmission and flags: SACKed, lost, retransmission in flight.  From the
+ * records: pipe (RFC 6675: bytes in the network) = outstanding - SACKed -
+ * lost + retransmitted; a segment may leave while pipe < cwnd, lost ones
+ * first (oldest first), then new data.  Losses are found by
+ *  - RACK (RFC 8985): a segment sent before one the peer has since
+ *    delivered is lost once it is older than that one by the RACK RTT plus
+ *    a reordering window (0, or min_rtt/4 once reordering was seen); a
+ *    timer covers the rest.  Works for retransmissions too, so a lost
+ *    retransmission is sent again without waiting for the RTO;
+ *  - duplicate ACKs (3, fewer when little flies: RFC 5827) for the first
+ *    segment, the only means with a peer that does not do SACK, where
+ *    each duplicate also counts as one segment out of the pipe (limited
+ *    transmit) and a partial ACK resends the next segment (NewReno);
+ *  - the Tail Loss Probe (RFC 8985 section 7): 2 SRTT after the last
+ *    transmission with data outstanding, new data or the last segment goes
+ *    again, so a lost tail makes the peer SACK instead of waiting for an
+ *    RTO;
+ *  - the RTO, which marks everything not SACKed lost (no go-back-N of
+ *    SACKed data), cwnd one segment.
+ * In recovery cwnd follows PRR (RFC 6937, slow-start reduction bound).
+ *
+ * Timestamps (RFC 7323): offered in the SYN and answered when the peer
+ * offers them (configurable).  Once on, every segment but a RST carries
+ * TSval = the stack's millisecond clock + a per-connection offset (keyed
+ * hash of the four-tuple, RFC 7323 5.4) and TSecr = TS.Recent.  TSecr gives
+ * one RTT sample per flight, retransmissions included; it also tells the
+ * RACK whether an ACK is for an original or a retransmission.  PAWS drops
+ * non-RST segments with a TSval older than TS.Recent (RSTs are judged by
+ * sequence number alone); TS.Recent lapses after 24 idle days.
  *
  * Buffers
  * -------
@@ -46,6 +79,18 @@
 #define SEQ_GT(a, b) SEQ_LT(b, a)
 #define SEQ_GEQ(a, b) SEQ_LEQ(b, a)
 
+/* A segment sent and not yet cumulatively acknowledged. */
+struct txseg {
+    uint32_t seq, end; /* [seq, end): end counts a FIN */
+    uint64_t xmit;     /* clock of its latest transmission */
+    uint8_t flags;     /* TX_* */
+};
+#define TX_SACKED 0x01      /* the peer reported holding it */
+#define TX_LOST 0x02        /* deemed lost: to be sent again */
+#define TX_RETRANS 0x04     /* a retransmission of it is in flight (counted in pipe) */
+#define TX_EVER_RETRANS 0x08 /* sent more than once (its ACKs are ambiguous) */
+#define TX_FIN 0x10         /* ends with our FIN */
+
 struct ooo {
     uint32_t seq;      /* first byte */
     uint32_t len;      /* payload bytes (zbuf_length(z)) */
@@ -60,19 +105,26 @@ struct zbuf_ip_tcp {
     uint8_t state;                  /* zbuf_ip_tcp_state_t */
     bool dead;                      /* freed at the next reap; invisible to lookups */
     bool app_closed;                /* zbuf_ip_tcp_close() called: no more callbacks */
+    bool orphan;                    /* given up but still sending (zbuf_ip__tcp_set_orphan()) */
     bool bound;
     bool nodelay;
     bool fin_queued;                /* the application shut down its direction */
     bool fin_acked;                 /* our FIN was acknowledged */
     bool fin_rcvd;                  /* the peer's FIN was taken in order */
     bool ack_now;                   /* send an ACK at the end of this step */
-    bool in_recovery;               /* NewReno fast recovery */
+    bool in_recovery;               /* fast recovery (PRR) until snd_una passes recover */
     bool timing;                    /* an RTT measurement runs (Karn: never on retransmits) */
     bool have_rtt;                  /* srtt/rttvar hold a sample */
     bool ws_ok;                     /* both sides sent window scale */
     bool sack_ok;                   /* both sides sent SACK-permitted: our ACKs carry
                                        SACK blocks describing the out-of-order queue */
     bool output_pending;            /* burst limit hit: continue on the next poll */
+    bool ts_ok;                     /* both sides sent timestamps: every non-RST carries them */
+    bool ts_recent_set;             /* ts_recent holds a value (RFC 7323 TS.Recent) */
+    bool rack_valid;                /* rack_* describe a delivered segment */
+    bool reordering_seen;           /* the peer delivered out of sending order (RACK) */
+    bool tlp_valid;                 /* a loss probe is out: tlp_end.. */
+    bool tlp_retrans;               /* ..and it was a retransmission */
     uint8_t snd_wscale, rcv_wscale; /* shifts: peer's window field, our window field */
     uint8_t dupacks;
     uint8_t nrexmit;                /* consecutive timeouts of the same data */
@@ -86,26 +138,40 @@ struct zbuf_ip_tcp {
     struct zbuf_ip_tcp *listener;   /* SYN_RCVD child: its listener, until accepted */
     unsigned backlog, pending;      /* listener: limit, children not yet accepted */
 
-    /* Send sequence space.  snd_una <= snd_nxt <= snd_max; snd_nxt goes back
-     * to snd_una after a timeout (go-back-N), snd_max is the highest sent. */
-    uint32_t iss, snd_una, snd_nxt, snd_max;
+    /* Send sequence space.  snd_una <= snd_max; snd_max is the next new
+     * byte (retransmissions go from the records, never by moving back). */
+    uint32_t iss, snd_una, snd_max;
     uint32_t snd_wnd, max_snd_wnd, snd_wl1, snd_wl2;
     uint32_t cwnd, ssthresh, recover;
     uint16_t mss;                   /* send MSS: the peer's, clamped */
     zbuf_t *sndq;                   /* unacknowledged and unsent bytes from snd_una */
     uint32_t snd_buf;
 
-    /* SACK scoreboard (RFC 6675, simplified): byte ranges above snd_una the
-     * peer reported holding, sorted, merged.  In fast recovery the holes
-     * between them are resent one per ACK from rexmit_next on. */
-#define SACK_RANGES 8
-    uint32_t sk[SACK_RANGES][2];
-    unsigned nsk;
-    uint32_t rexmit_next;
+    /* Records of the segments in flight: a ring of rq_cap (a power of two)
+     * entries, rq_n used from rq_head, in sequence order, covering exactly
+     * [snd_una, snd_max).  The byte counters sum the flags over them. */
+    struct txseg *rq;
+    uint32_t rq_cap, rq_head, rq_n;
+    uint32_t sacked_out, lost_out, retrans_out;
+
+    /* RACK (RFC 8985): the most recently sent segment the peer delivered. */
+    uint64_t rack_xmit;
+    uint32_t rack_end, rack_rtt, rack_fack; /* fack: highest end delivered */
+    uint32_t min_rtt;               /* smallest RTT seen, ms (UINT32_MAX: none) */
+    uint32_t tlp_end;               /* snd_max after the probe */
+    uint32_t tlp_tsval;             /* TSval the probe carried */
+    /* PRR (RFC 6937), valid in recovery. */
+    uint32_t prr_delivered, prr_out, recover_fs;
 
     uint32_t rtt_seq;               /* timed segment: sample when ack passes it */
     uint64_t rtt_start;
     uint32_t srtt8, rttvar4, rto;   /* srtt*8, rttvar*4, ms */
+
+    /* Timestamps (RFC 7323). */
+    uint32_t ts_off;                /* our TSval = clock + ts_off */
+    uint32_t ts_recent;             /* TS.Recent: the peer's TSval to echo */
+    uint64_t ts_recent_age;         /* clock when ts_recent was set */
+    uint32_t last_ack_sent;         /* Last.ACK.sent: rcv_nxt in our latest ACK */
 
     /* Receive sequence space. */
     uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge advertised, never moves left */
@@ -118,8 +184,9 @@ struct zbuf_ip_tcp {
     uint32_t ooo_last;              /* first byte of the latest segment queued out of
                                        order (its block is reported first, RFC 2018) */
 
-    /* Timers: absolute clock values, 0 when off. */
-    uint64_t t_rtx, t_persist, t_delack, t_2msl, t_keep;
+    /* Timers: absolute clock values, 0 when off.  t_rack: RACK reordering
+     * window of a segment not yet deemed lost; t_tlp: loss probe. */
+    uint64_t t_rtx, t_persist, t_delack, t_2msl, t_keep, t_rack, t_tlp;
 
     /* Keepalive (off while keep_idle is 0): t_keep is the next probe. */
     uint32_t keep_idle, keep_intvl;
@@ -186,9 +253,13 @@ static void pcb_kill(zbuf_ip_tcp_t *t)
     s->ntcp--; /* the slot is free now; the memory goes at the next reap */
     t->state = ZBUF_IP_TCP_CLOSED;
     t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
+    t->t_rack = t->t_tlp = 0;
     t->output_pending = false;
     zbuf_delete(t->sndq);
     t->sndq = NULL;
+    free(t->rq);
+    t->rq = NULL;
+    t->rq_n = t->rq_cap = 0;
     ooo_clear(t);
 }
 
@@ -234,6 +305,7 @@ static void pcb_finish(zbuf_ip_tcp_t *t)
 {
     t->state = ZBUF_IP_TCP_CLOSED;
     t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
+    t->t_rack = t->t_tlp = 0;
     if (t->app_closed)
         pcb_kill(t);
 }
@@ -267,6 +339,7 @@ static zbuf_ip_tcp_t *pcb_alloc(zbuf_ip_stack_t *s)
     t->rcv_buf = s->cfg.tcp_rcv_buf;
     t->rto = ZBUF_IP_TCP_RTO_INIT_MS;
     t->mss = ZBUF_IP_TCP_DEFAULT_MSS;
+    t->min_rtt = UINT32_MAX;
     t->next = s->tcps;
     s->tcps = t;
     s->ntcp++;
@@ -284,6 +357,100 @@ int zbuf_ip__tcp_isn(zbuf_ip_stack_t *s, uint32_t laddr, uint16_t lport, uint32_
     put16(b + 10, rport);
     *isn = (uint32_t)zbuf_ip__siphash(s->cfg.isn_key, b, sizeof b) + (uint32_t)(s->now * 250u);
     return 0;
+}
+
+/* RFC 7323 5.4: a per-connection offset of the timestamp clock, a keyed
+ * hash of the four-tuple (a different input from the ISN's), so that
+ * TSvals reveal neither the stack's uptime nor other connections' values. */
+static void ts_setup(zbuf_ip_tcp_t *t)
+{
+    uint8_t b[13];
+    put32(b, t->laddr);
+    put16(b + 4, t->lport);
+    put32(b + 6, t->raddr);
+    put16(b + 10, t->rport);
+    b[12] = 'T';
+    t->ts_off = (uint32_t)zbuf_ip__siphash(t->stack->cfg.isn_key, b, sizeof b);
+}
+
+/* Our TSval for a transmission at clock value `ms`. */
+static uint32_t ts_val(const zbuf_ip_tcp_t *t, uint64_t ms)
+{
+    return (uint32_t)ms + t->ts_off;
+}
+
+/* ------------------------------------------------------- segment records */
+
+static struct txseg *rq_at(const zbuf_ip_tcp_t *t, uint32_t i)
+{
+    return &t->rq[(t->rq_head + i) & (t->rq_cap - 1)];
+}
+
+static uint32_t seg_len(const struct txseg *r)
+{
+    return r->end - r->seq;
+}
+
+/* Room for one more record (grows the ring).  Returns false when memory or
+ * #ZBUF_IP_TCP_TX_SEGS_MAX says no: then nothing new is sent now. */
+static bool rq_room(zbuf_ip_tcp_t *t)
+{
+    if (t->rq_n < t->rq_cap)
+        return true;
+    if (t->rq_cap >= ZBUF_IP_TCP_TX_SEGS_MAX)
+        return false;
+    uint32_t cap = t->rq_cap ? t->rq_cap * 2 : 16;
+    struct txseg *n = malloc(sizeof *n * cap);
+    if (n == NULL)
+        return false;
+    for (uint32_t i = 0; i < t->rq_n; i++)
+        n[i] = *rq_at(t, i);
+    free(t->rq);
+    t->rq = n;
+    t->rq_cap = cap;
+    t->rq_head = 0;
+    return true;
+}
+
+/* Take the flags' bytes out of the counters (the record goes or shrinks by
+ * `n` bytes). */
+static void rq_uncount(zbuf_ip_tcp_t *t, const struct txseg *r, uint32_t n)
+{
+    if (r->flags & TX_SACKED)
+        t->sacked_out -= n;
+    if (r->flags & TX_LOST)
+        t->lost_out -= n;
+    if (r->flags & TX_RETRANS)
+        t->retrans_out -= n;
+}
+
+/* Bytes in the network (RFC 6675 pipe).  A peer without SACK reports
+ * nothing above a hole, so each duplicate ACK counts as one segment that
+ * left the network (what RFC 3042 and NewReno's inflation amount to). */
+static uint32_t tcp_pipe(const zbuf_ip_tcp_t *t)
+{
+    int64_t p = (int64_t)(uint32_t)(t->snd_max - t->snd_una) - t->sacked_out - t->lost_out +
+                t->retrans_out;
+    if (!t->sack_ok)
+        p -= (int64_t)t->dupacks * t->mss;
+    return p > 0 ? (uint32_t)p : 0;
+}
+
+static bool mark_lost(zbuf_ip_tcp_t *t, struct txseg *r)
+{
+    if ((r->flags & TX_SACKED) || (r->flags & (TX_LOST | TX_RETRANS)) == TX_LOST)
+        return false;
+    uint32_t n = seg_len(r);
+    if (r->flags & TX_RETRANS) {
+        r->flags &= (uint8_t)~TX_RETRANS;
+        t->retrans_out -= n;
+        t->stack->st.tcp_lost_retransmits++;
+    }
+    if (!(r->flags & TX_LOST)) {
+        r->flags |= TX_LOST;
+        t->lost_out += n;
+    }
+    return true;
 }
 
 /* ---------------------------------------------------------------- output */
@@ -308,12 +475,14 @@ static uint32_t rcv_window(zbuf_ip_tcp_t *t)
 /* SACK option (RFC 2018) describing the out-of-order queue: contiguous runs
  * of queued segments, the run holding the latest arrival first, then the
  * others in sequence order; as many as fit beside `len` payload bytes in one
- * MSS (4 at most).  Writes NOP NOP kind len blocks... into `o`, returns its
- * length (0 if no block fits). */
+ * MSS (4 at most, 3 beside timestamps: 40 option bytes).  t->mss already
+ * leaves room for the timestamps.  Writes NOP NOP kind len blocks... into
+ * `o`, returns its length (0 if no block fits). */
 static size_t sack_blocks(const zbuf_ip_tcp_t *t, uint8_t *o, size_t len)
 {
     size_t room = t->mss > len + 4 ? (t->mss - len - 4) / 8 : 0;
-    unsigned max = room < 4 ? (unsigned)room : 4;
+    unsigned lim = t->ts_ok ? 3 : 4;
+    unsigned max = room < lim ? (unsigned)room : lim;
     if (max == 0)
         return 0;
     /* Walk the runs of adjacent segments: keep the one holding the latest
@@ -364,30 +533,46 @@ static int tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off, s
         return rc;
     size_t optlen = 0;
     uint8_t opts[40];
-    if (flags & TCP_SYN) {
+    /* Timestamps ride on every segment but a RST once agreed (RFC 7323
+     * 3.2); a SYN offers them, a SYN-ACK answers an offer. */
+    bool syn = (flags & TCP_SYN) != 0;
+    bool ts = !(flags & TCP_RST) &&
+              (syn && !(flags & TCP_ACK) ? !s->cfg.tcp_no_timestamps : t->ts_ok);
+    /* Window scale and SACK-permitted: in a SYN always, in a SYN-ACK only if
+     * the peer sent them.  Layout as Linux's: MSS, SACK-permitted (or two
+     * NOPs) and timestamps, NOP and window scale. */
+    bool sackp = syn && (!(flags & TCP_ACK) || t->sack_ok);
+    if (syn) {
         zbuf_ip_netif_t *nif = zbuf_ip__route(s, t->raddr);
         uint16_t mss = (uint16_t)((nif ? nif->cfg.mtu : 1500) - IP_HLEN - TCP_HLEN);
         opts[0] = 2;
         opts[1] = 4;
         put16(opts + 2, mss);
         optlen = 4;
-        /* Window scale and SACK-permitted: in a SYN always, in a SYN-ACK
-         * only if the peer sent them. */
-        if (!(flags & TCP_ACK) || t->ws_ok) {
-            opts[optlen++] = 1;
-            opts[optlen++] = 3;
-            opts[optlen++] = 3;
-            opts[optlen++] = t->rcv_wscale;
-        }
-        if (!(flags & TCP_ACK) || t->sack_ok) {
-            opts[optlen++] = 1;
-            opts[optlen++] = 1;
-            opts[optlen++] = 4;
-            opts[optlen++] = 2;
-        }
-    } else if ((flags & TCP_ACK) && !(flags & TCP_RST) && t->sack_ok && t->ooo) {
-        optlen = sack_blocks(t, opts, len);
     }
+    if (ts) {
+        opts[optlen++] = sackp ? 4 : 1;
+        opts[optlen++] = sackp ? 2 : 1;
+        opts[optlen++] = 8;
+        opts[optlen++] = 10;
+        put32(opts + optlen, ts_val(t, s->now));
+        put32(opts + optlen + 4, (flags & TCP_ACK) ? t->ts_recent : 0);
+        optlen += 8;
+    }
+    if (syn && (!(flags & TCP_ACK) || t->ws_ok)) {
+        opts[optlen++] = 1;
+        opts[optlen++] = 3;
+        opts[optlen++] = 3;
+        opts[optlen++] = t->rcv_wscale;
+    }
+    if (sackp && !ts) {
+        opts[optlen++] = 1;
+        opts[optlen++] = 1;
+        opts[optlen++] = 4;
+        opts[optlen++] = 2;
+    }
+    if (!syn && (flags & TCP_ACK) && !(flags & TCP_RST) && t->sack_ok && t->ooo)
+        optlen += sack_blocks(t, opts + optlen, len);
     uint8_t *h;
     size_t hlen = TCP_HLEN + optlen;
     rc = zbuf_prepend_space(z, hlen, (void **)&h);
@@ -416,6 +601,7 @@ static int tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off, s
         t->ack_now = false;
         t->segs_unacked = 0;
         t->t_delack = 0;
+        t->last_ack_sent = t->rcv_nxt;
     }
     s->st.tcp_tx_segs++;
     s->st.tcp_tx_payload += len;
@@ -487,8 +673,9 @@ static bool can_send_data(const zbuf_ip_tcp_t *t)
 }
 
 /* Send one segment starting at `seq` (within what has been sent or may be
- * sent), up to `maxlen` bytes, with FIN if it reaches the queued FIN. */
-static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen)
+ * sent), up to `maxlen` bytes, with FIN if `fin_ok` and it reaches the
+ * queued FIN.  Returns the sequence space sent (0: nothing). */
+static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen, bool fin_ok)
 {
     size_t qlen = zbuf_length(t->sndq);
     size_t off = seq - t->snd_una;
@@ -497,7 +684,7 @@ static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen)
     size_t len = qlen - off;
     if (len > maxlen)
         len = maxlen;
-    bool fin = t->fin_queued && off + len == qlen;
+    bool fin = fin_ok && t->fin_queued && off + len == qlen;
     if (len == 0 && !fin)
         return 0;
     uint8_t flags = TCP_ACK;
@@ -510,10 +697,58 @@ static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen)
     if (SEQ_LT(seq, t->snd_max)) {
         t->retransmits++;
         t->stack->st.tcp_retransmits++;
-        t->timing = false; /* Karn: no sample from anything retransmitted */
+        if (!t->ts_ok)
+            t->timing = false; /* Karn: no sample from anything retransmitted */
     }
+    if (t->in_recovery)
+        t->prr_out += (uint32_t)(len + fin);
+    if (t->t_rtx == 0)
+        t->t_rtx = t->stack->now + t->rto;
     return len + fin;
 }
+
+/* Send the segment of record `r` again (zero copy: a new dup of the queue). */
+static bool resend(zbuf_ip_tcp_t *t, struct txseg *r)
+{
+    bool fin = (r->flags & TX_FIN) != 0;
+    if (send_from(t, r->seq, seg_len(r) - fin, fin) == 0)
+        return false;
+    if (!(r->flags & TX_RETRANS)) {
+        r->flags |= TX_RETRANS;
+        t->retrans_out += seg_len(r);
+    }
+    r->flags |= TX_EVER_RETRANS;
+    r->xmit = t->stack->now;
+    return true;
+}
+
+/* Send up to `len` new bytes (and the FIN if it follows them) at snd_max,
+ * with its record.  Returns the sequence space sent. */
+static size_t send_new(zbuf_ip_tcp_t *t, size_t len)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (!rq_room(t))
+        return 0;
+    uint32_t seq = t->snd_max;
+    size_t n = send_from(t, seq, len, true);
+    if (n == 0)
+        return 0;
+    struct txseg *r = rq_at(t, t->rq_n++);
+    r->seq = seq;
+    r->end = seq + (uint32_t)n;
+    r->xmit = s->now;
+    r->flags = (t->fin_queued && r->end - t->snd_una == zbuf_length(t->sndq) + 1) ? TX_FIN : 0;
+    if (!t->timing && !t->ts_ok) {
+        t->timing = true;
+        t->rtt_seq = seq;
+        t->rtt_start = s->now;
+    }
+    t->snd_max += (uint32_t)n;
+    t->t_persist = 0;
+    return n;
+}
+
+static void tlp_schedule(zbuf_ip_tcp_t *t);
 
 static int tcp_output_inner(zbuf_ip_tcp_t *t)
 {
@@ -529,34 +764,26 @@ static int tcp_output_inner(zbuf_ip_tcp_t *t)
         t->ack_now = false;
     }
     if (can_send_data(t)) {
+        /* Lost segments first, oldest first, as far as the pipe allows. */
+        for (uint32_t i = 0; i < t->rq_n && t->lost_out > 0 && sent < ZBUF_IP_TCP_BURST; i++) {
+            struct txseg *r = rq_at(t, i);
+            if ((r->flags & (TX_LOST | TX_RETRANS | TX_SACKED)) != TX_LOST)
+                continue;
+            if (tcp_pipe(t) >= t->cwnd || !resend(t, r))
+                break;
+            sent++;
+        }
         size_t qlen = zbuf_length(t->sndq);
         while (sent < ZBUF_IP_TCP_BURST) {
-            /* Resending after a timeout: skip what the peer SACKed, and stop
-             * each segment at the next SACKed range. */
-            size_t sack_cap = SIZE_MAX;
-            for (unsigned i = 0; i < t->nsk && SEQ_LT(t->snd_nxt, t->snd_max); i++) {
-                if (SEQ_GEQ(t->snd_nxt, t->sk[i][0]) && SEQ_LT(t->snd_nxt, t->sk[i][1]))
-                    t->snd_nxt = t->sk[i][1];
-                else if (SEQ_LT(t->snd_nxt, t->sk[i][0])) {
-                    sack_cap = t->sk[i][0] - t->snd_nxt;
-                    break;
-                }
-            }
-            size_t off = t->snd_nxt - t->snd_una;
+            size_t off = t->snd_max - t->snd_una;
             if (off > qlen)
                 break; /* FIN already sent */
             size_t avail = qlen - off;
-            if (avail > sack_cap)
-                avail = sack_cap;
-            /* Limited transmit (RFC 3042): each of the first two duplicate
-             * ACKs lets one new segment out, so that a small window still
-             * produces the three duplicates fast retransmit needs. */
-            uint32_t cw = t->cwnd;
-            if (!t->in_recovery && t->dupacks > 0 && t->dupacks < 3)
-                cw += t->dupacks * (uint32_t)t->mss;
-            uint32_t win = umin32(t->snd_wnd, cw);
-            uint32_t flight = t->snd_nxt - t->snd_una;
-            uint32_t usable = win > flight ? win - flight : 0;
+            uint32_t pipe = tcp_pipe(t);
+            uint32_t flight = t->snd_max - t->snd_una;
+            uint32_t cwnd_room = t->cwnd > pipe ? t->cwnd - pipe : 0;
+            uint32_t wnd_room = t->snd_wnd > flight ? t->snd_wnd - flight : 0;
+            uint32_t usable = umin32(cwnd_room, wnd_room);
             size_t len = avail;
             if (len > t->mss)
                 len = t->mss;
@@ -571,34 +798,20 @@ static int tcp_output_inner(zbuf_ip_tcp_t *t)
                 if (len == avail && !t->nodelay && flight > 0)
                     break; /* Nagle: a small segment waits for the ACK of what flies */
             }
-            uint32_t seq = t->snd_nxt;
-            size_t n = send_from(t, seq, len);
-            if (n == 0)
+            if (send_new(t, len) == 0)
                 break;
-            if (!t->timing && seq == t->snd_max) {
-                t->timing = true;
-                t->rtt_seq = seq;
-                t->rtt_start = s->now;
-            }
-            t->snd_nxt += (uint32_t)n;
-            if (SEQ_GT(t->snd_nxt, t->snd_max))
-                t->snd_max = t->snd_nxt;
-            if (t->t_rtx == 0)
-                t->t_rtx = s->now + t->rto;
-            t->t_persist = 0;
             sent++;
         }
         t->output_pending = sent == ZBUF_IP_TCP_BURST;
+        if (sent)
+            tlp_schedule(t);
         /* Data waits and nothing flies to bring an ACK: probe the window. */
-        if (sent == 0 && t->snd_nxt == t->snd_una && qlen > 0 && t->t_rtx == 0 &&
+        if (sent == 0 && t->snd_max == t->snd_una && qlen > 0 && t->t_rtx == 0 &&
             t->t_persist == 0) {
             uint32_t base = t->rto << (t->persist_shift < 10 ? t->persist_shift : 10);
             t->t_persist = s->now + (base > ZBUF_IP_TCP_RTO_MAX_MS ? ZBUF_IP_TCP_RTO_MAX_MS : base);
         }
     }
-    /* A pure ACK carries snd_max, not snd_nxt: after a timeout snd_nxt went
-     * back, and a sequence number below what the peer already has would make
-     * it discard the ACK as old. */
     if (sent == 0 && t->ack_now && t->state != ZBUF_IP_TCP_SYN_SENT &&
         t->state != ZBUF_IP_TCP_LISTEN && t->state != ZBUF_IP_TCP_CLOSED)
         tcp_emit(t, t->snd_max, TCP_ACK, 0, 0);
@@ -618,6 +831,8 @@ int zbuf_ip_tcp_output(zbuf_ip_tcp_t *t)
 
 static void rtt_sample(zbuf_ip_tcp_t *t, uint32_t r)
 {
+    if (r < t->min_rtt)
+        t->min_rtt = r;
     if (!t->have_rtt) {
         t->srtt8 = r << 3;
         t->rttvar4 = r << 1;
@@ -762,8 +977,9 @@ int zbuf_ip_tcp_connect(zbuf_ip_tcp_t *t, uint32_t addr, uint16_t port)
     t->raddr = addr;
     t->rport = port;
     zbuf_ip__tcp_isn(s, laddr, lport, addr, port, &t->iss);
+    ts_setup(t);
     t->snd_una = t->iss;
-    t->snd_nxt = t->snd_max = t->iss + 1;
+    t->snd_max = t->iss + 1;
     t->recover = t->iss;
     t->rcv_wscale = our_wscale(t->rcv_buf);
     uint32_t m = nif->cfg.mtu - IP_HLEN - TCP_HLEN;
@@ -952,6 +1168,11 @@ int zbuf_ip_tcp_info(const zbuf_ip_tcp_t *t, zbuf_ip_tcp_info_t *out)
     out->unacked = zbuf_length(t->sndq);
     out->ooo_bytes = t->ooo_bytes;
     out->retransmits = t->retransmits;
+    out->ts_ok = t->ts_ok;
+    out->sack_ok = t->sack_ok;
+    out->min_rtt_ms = t->min_rtt;
+    out->lost_bytes = t->lost_out;
+    out->sacked_bytes = t->sacked_out;
     return 0;
 }
 
@@ -968,6 +1189,8 @@ struct seg {
     uint8_t ws;
     unsigned nsack;          /* SACK blocks of this segment */
     uint32_t sack[4][2];
+    bool has_ts;             /* timestamps option (RFC 7323) */
+    uint32_t tsval, tsecr;
 };
 
 /* Parse the options of a SYN.  Any malformed option ends the walk (an
@@ -996,6 +1219,10 @@ static void parse_options(const uint8_t *o, size_t n, struct seg *sg)
             sg->ws = o[i + 2];
         } else if (kind == 4 && olen == 2) {
             sg->has_sackok = true;
+        } else if (kind == 8 && olen == 10) {
+            sg->has_ts = true;
+            sg->tsval = get32(o + i + 2);
+            sg->tsecr = get32(o + i + 6);
         } else if (kind == 5 && olen >= 10 && (olen - 2) % 8 == 0) {
             for (size_t b = 0; b < (size_t)(olen - 2) / 8 && sg->nsack < 4; b++) {
                 sg->sack[sg->nsack][0] = get32(o + i + 2 + 8 * b);
@@ -1016,6 +1243,15 @@ static void apply_syn_options(zbuf_ip_tcp_t *t, const struct seg *sg)
         mss = ZBUF_IP_TCP_MIN_MSS; /* an MSS of 0 must not make us send empty segments */
     t->mss = (uint16_t)umin32(mss, ours);
     t->sack_ok = sg->has_sackok;
+    /* Timestamps: on when both sides offer them (our SYN did unless they are
+     * switched off); they take 12 bytes of every segment's MSS (RFC 6691). */
+    t->ts_ok = sg->has_ts && !t->stack->cfg.tcp_no_timestamps;
+    if (t->ts_ok) {
+        t->ts_recent = sg->tsval;
+        t->ts_recent_set = true;
+        t->ts_recent_age = t->stack->now;
+        t->mss = (uint16_t)(t->mss > ZBUF_IP_TCP_MIN_MSS + 12 ? t->mss - 12 : ZBUF_IP_TCP_MIN_MSS);
+    }
     if (sg->has_ws) {
         t->ws_ok = true;
         t->snd_wscale = sg->ws > ZBUF_IP_TCP_MAX_WSCALE ? ZBUF_IP_TCP_MAX_WSCALE : sg->ws;
@@ -1026,10 +1262,28 @@ static void apply_syn_options(zbuf_ip_tcp_t *t, const struct seg *sg)
     }
 }
 
+/* RTT of the handshake: from the echoed timestamp (valid even after a
+ * retransmitted SYN), else only if the SYN went once (Karn). */
+static void syn_rtt(zbuf_ip_tcp_t *t, const struct seg *sg)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (t->ts_ok && sg->has_ts && sg->tsecr) {
+        uint32_t r = ts_val(t, s->now) - sg->tsecr;
+        if (r <= ZBUF_IP_TCP_RTO_MAX_MS) {
+            rtt_sample(t, r);
+            return;
+        }
+    }
+    if (t->nrexmit == 0)
+        rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
+}
+
 static void enter_established(zbuf_ip_tcp_t *t)
 {
     t->state = ZBUF_IP_TCP_ESTABLISHED;
     keep_touch(t);
+    t->rtt_seq = t->snd_una;
+    t->rack_fack = t->snd_una;
     t->cwnd = (uint32_t)t->mss * ZBUF_IP_TCP_INIT_CWND;
     t->ssthresh = 0x7fffffff;
     t->nrexmit = 0;
@@ -1173,102 +1427,151 @@ static void ooo_drain(zbuf_ip_tcp_t *t)
     }
 }
 
-/* ------------------------------------------------------ SACK scoreboard */
+/* ------------------------------------------------------- loss recovery */
 
-static uint32_t sk_bytes(const zbuf_ip_tcp_t *t)
+/* Was (x1, e1) sent after (x2, e2)?  Same millisecond: the higher sequence
+ * number went later (RFC 8985 6.2). */
+static bool sent_after(uint64_t x1, uint32_t e1, uint64_t x2, uint32_t e2)
 {
-    uint32_t n = 0;
-    for (unsigned i = 0; i < t->nsk; i++)
-        n += t->sk[i][1] - t->sk[i][0];
-    return n;
+    return x1 > x2 || (x1 == x2 && SEQ_GT(e1, e2));
 }
 
-/* Drop what snd_una passed, add this ACK's blocks.  Returns true when the
- * scoreboard covers more than before (new information). */
-static bool sack_update(zbuf_ip_tcp_t *t, const struct seg *sg)
-{
-    uint32_t r[SACK_RANGES + 4][2];
-    unsigned n = 0;
-    for (unsigned i = 0; i < t->nsk; i++) {
-        if (SEQ_LEQ(t->sk[i][1], t->snd_una))
-            continue;
-        r[n][0] = SEQ_LT(t->sk[i][0], t->snd_una) ? t->snd_una : t->sk[i][0];
-        r[n][1] = t->sk[i][1];
-        n++;
-    }
-    uint32_t before = 0;
-    for (unsigned i = 0; i < n; i++)
-        before += r[i][1] - r[i][0];
-    for (unsigned b = 0; b < sg->nsack; b++) {
-        uint32_t lo = sg->sack[b][0], hi = sg->sack[b][1];
-        /* Only blocks of data sent and not yet cumulatively acknowledged
-         * (anything else is stale, a D-SACK, or forged). */
-        if (!SEQ_LT(lo, hi) || !SEQ_LT(t->snd_una, hi) || SEQ_GT(hi, t->snd_max))
-            continue;
-        if (SEQ_LT(lo, t->snd_una))
-            lo = t->snd_una;
-        r[n][0] = lo;
-        r[n][1] = hi;
-        n++;
-    }
-    /* Sort (insertion: tiny arrays) and merge. */
-    for (unsigned i = 1; i < n; i++)
-        for (unsigned j = i; j > 0 && SEQ_LT(r[j][0], r[j - 1][0]); j--) {
-            uint32_t a = r[j][0], b2 = r[j][1];
-            r[j][0] = r[j - 1][0];
-            r[j][1] = r[j - 1][1];
-            r[j - 1][0] = a;
-            r[j - 1][1] = b2;
-        }
-    t->nsk = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (t->nsk && SEQ_LEQ(r[i][0], t->sk[t->nsk - 1][1])) {
-            if (SEQ_GT(r[i][1], t->sk[t->nsk - 1][1]))
-                t->sk[t->nsk - 1][1] = r[i][1];
-        } else if (t->nsk < SACK_RANGES) {
-            t->sk[t->nsk][0] = r[i][0];
-            t->sk[t->nsk][1] = r[i][1];
-            t->nsk++;
-        } /* else: beyond what we track; the highest ranges matter least */
-    }
-    return sk_bytes(t) > before;
-}
-
-/* Resend the next hole: the first bytes from max(snd_una, rexmit_next) the
- * peer has not reported, below its highest report.  Without SACK
- * information, NewReno: the segment at snd_una. */
-static void retransmit_hole(zbuf_ip_tcp_t *t)
-{
-    uint32_t from = SEQ_GT(t->rexmit_next, t->snd_una) ? t->rexmit_next : t->snd_una;
-    if (t->nsk == 0) {
-        if (from == t->snd_una)
-            t->rexmit_next = t->snd_una + (uint32_t)send_from(t, t->snd_una, t->mss);
-        return;
-    }
-    for (unsigned i = 0; i < t->nsk; i++) {
-        if (SEQ_LT(from, t->sk[i][0])) {
-            uint32_t len = umin32(t->mss, t->sk[i][0] - from);
-            size_t n = send_from(t, from, len);
-            if (n)
-                t->rexmit_next = from + (uint32_t)n;
-            return;
-        }
-        if (SEQ_LT(from, t->sk[i][1]))
-            from = t->sk[i][1];
-    }
-}
-
-static void enter_recovery(zbuf_ip_tcp_t *t, uint32_t flight)
+/* The peer delivered record `r` (cumulative ACK or SACK): advance the RACK
+ * state (RFC 8985 6.2 step 2) to it if it is the latest sent so far. */
+static void rack_update(zbuf_ip_tcp_t *t, const struct txseg *r, const struct seg *sg,
+                        bool sacked)
 {
     zbuf_ip_stack_t *s = t->stack;
-    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
-    t->recover = t->snd_max;
-    t->in_recovery = true;
-    t->rexmit_next = t->snd_una;
-    s->st.tcp_fast_retransmits++;
-    retransmit_hole(t);
-    t->cwnd = t->ssthresh + 3u * t->mss;
-    t->t_rtx = s->now + t->rto;
+    uint32_t rtt = (uint32_t)(s->now - r->xmit);
+    if (r->flags & TX_EVER_RETRANS) {
+        /* Was it the retransmission that arrived?  The echoed timestamp
+         * says; without one, an RTT below the minimum means the original. */
+        if (t->ts_ok && sg->has_ts ? SEQ_LT(sg->tsecr, ts_val(t, r->xmit)) : rtt < t->min_rtt)
+            return;
+    } else if (sacked && SEQ_LT(r->end, t->rack_fack)) {
+        t->reordering_seen = true; /* an original overtaken by a later one */
+    }
+    if (!(r->flags & TX_EVER_RETRANS) && rtt < t->min_rtt)
+        t->min_rtt = rtt;
+    if (!t->rack_valid || sent_after(r->xmit, r->end, t->rack_xmit, t->rack_end)) {
+        t->rack_valid = true;
+        t->rack_xmit = r->xmit;
+        t->rack_end = r->end;
+        t->rack_rtt = rtt;
+    }
+    if (SEQ_GT(r->end, t->rack_fack))
+        t->rack_fack = r->end;
+}
+
+/* Drop the records the cumulative ACK covers (the peer has those bytes). */
+static void rq_ack(zbuf_ip_tcp_t *t, uint32_t ack, const struct seg *sg)
+{
+    while (t->rq_n > 0) {
+        struct txseg *r = rq_at(t, 0);
+        if (SEQ_GT(r->end, ack)) {
+            if (SEQ_GT(ack, r->seq)) { /* part of it: trim */
+                rq_uncount(t, r, ack - r->seq);
+                r->seq = ack;
+            }
+            break;
+        }
+        if (!(r->flags & TX_SACKED))
+            rack_update(t, r, sg, false);
+        rq_uncount(t, r, seg_len(r));
+        t->rq_head = (t->rq_head + 1) & (t->rq_cap - 1);
+        t->rq_n--;
+    }
+}
+
+/* Mark the records this ACK's SACK blocks cover.  Blocks of data not sent,
+ * below snd_una (D-SACK) or inverted are ignored.  Returns the bytes newly
+ * SACKed. */
+static uint32_t rq_sack(zbuf_ip_tcp_t *t, const struct seg *sg)
+{
+    /* In sequence order: the peer lists its latest block first, and taking
+     * it first would make the older blocks look reordered to the RACK. */
+    uint32_t blk[4][2];
+    unsigned nb = sg->nsack;
+    for (unsigned b = 0; b < nb; b++) {
+        unsigned j = b;
+        for (; j > 0 && SEQ_LT(sg->sack[b][0], blk[j - 1][0]); j--) {
+            blk[j][0] = blk[j - 1][0];
+            blk[j][1] = blk[j - 1][1];
+        }
+        blk[j][0] = sg->sack[b][0];
+        blk[j][1] = sg->sack[b][1];
+    }
+    uint32_t news = 0;
+    for (unsigned b = 0; b < nb; b++) {
+        uint32_t lo = blk[b][0], hi = blk[b][1];
+        if (!SEQ_LT(lo, hi) || !SEQ_LT(t->snd_una, hi) || SEQ_GT(hi, t->snd_max) ||
+            SEQ_LT(lo, t->snd_una))
+            continue;
+        /* Binary search for the first record ending after lo. */
+        uint32_t a = 0, z = t->rq_n;
+        while (a < z) {
+            uint32_t m = a + (z - a) / 2;
+            if (SEQ_LEQ(rq_at(t, m)->end, lo))
+                a = m + 1;
+            else
+                z = m;
+        }
+        for (uint32_t i = a; i < t->rq_n; i++) {
+            struct txseg *r = rq_at(t, i);
+            if (SEQ_GT(r->end, hi))
+                break;
+            if (SEQ_LT(r->seq, lo) || (r->flags & TX_SACKED))
+                continue;
+            rq_uncount(t, r, seg_len(r));
+            r->flags = (uint8_t)((r->flags & (TX_EVER_RETRANS | TX_FIN)) | TX_SACKED);
+            t->sacked_out += seg_len(r);
+            news += seg_len(r);
+            rack_update(t, r, sg, true);
+        }
+    }
+    return news;
+}
+
+/* RACK reordering window (RFC 8985 6.2 step 4, without D-SACK adaptation). */
+static uint32_t rack_reo_wnd(const zbuf_ip_tcp_t *t)
+{
+    if (!t->reordering_seen && (t->in_recovery || t->sacked_out >= 3u * t->mss))
+        return 0;
+    uint32_t w = t->min_rtt == UINT32_MAX ? 0 : t->min_rtt / 4;
+    uint32_t srtt = t->srtt8 >> 3;
+    return w < srtt ? w : srtt;
+}
+
+/* RACK loss detection (RFC 8985 6.2 step 5): every segment, retransmissions
+ * included, sent before the latest delivered one and older than it by
+ * rack_rtt + reo_wnd is lost; the youngest of the others sets the RACK
+ * timer.  Returns whether it marked any. */
+static bool rack_detect(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    t->t_rack = 0;
+    if (!t->rack_valid || (t->sacked_out == 0 && t->retrans_out == 0))
+        return false; /* nothing was delivered beyond a segment still out */
+    uint64_t reo = rack_reo_wnd(t), wait = 0;
+    bool lost = false;
+    for (uint32_t i = 0; i < t->rq_n; i++) {
+        struct txseg *r = rq_at(t, i);
+        if ((r->flags & TX_SACKED) || (r->flags & (TX_LOST | TX_RETRANS)) == TX_LOST)
+            continue;
+        if (!sent_after(t->rack_xmit, t->rack_end, r->xmit, r->end))
+            continue;
+        uint64_t due = r->xmit + t->rack_rtt + reo;
+        if (due <= s->now) {
+            mark_lost(t, r);
+            s->st.tcp_rack_losses++;
+            lost = true;
+        } else if (due - s->now > wait) {
+            wait = due - s->now;
+        }
+    }
+    if (wait)
+        t->t_rack = s->now + wait;
+    return lost;
 }
 
 /* Duplicate ACKs that mean a loss: 3, or fewer when so little flies that 3
@@ -1288,6 +1591,99 @@ static unsigned dupthresh(const zbuf_ip_tcp_t *t, uint32_t flight)
 static bool may_recover(const zbuf_ip_tcp_t *t)
 {
     return !t->in_recovery && (SEQ_GT(t->snd_una, t->recover) || t->recover == t->iss);
+}
+
+/* PRR (RFC 6937) with the slow-start reduction bound: set cwnd so that what
+ * leaves in recovery follows what the peer delivers, ending near ssthresh. */
+static void prr_update(zbuf_ip_tcp_t *t, uint32_t delivered)
+{
+    t->prr_delivered += delivered;
+    uint32_t pipe = tcp_pipe(t);
+    int64_t sndcnt;
+    if (pipe > t->ssthresh) {
+        uint64_t fs = t->recover_fs ? t->recover_fs : 1;
+        sndcnt = (int64_t)(((uint64_t)t->prr_delivered * t->ssthresh + fs - 1) / fs) - t->prr_out;
+    } else {
+        int64_t limit = (int64_t)t->prr_delivered - t->prr_out;
+        if (limit < (int64_t)delivered)
+            limit = delivered;
+        limit += t->mss;
+        sndcnt = (int64_t)(t->ssthresh - pipe);
+        if (sndcnt > limit)
+            sndcnt = limit;
+    }
+    if (sndcnt < 0)
+        sndcnt = 0;
+    /* Whole segments, as Linux counts them: a fraction of one still lets a
+     * full segment go (rounding up), else it would wait for silly-window
+     * avoidance. */
+    sndcnt = (sndcnt + t->mss - 1) / t->mss * t->mss;
+    t->cwnd = pipe + (uint32_t)sndcnt;
+}
+
+/* A loss was found: start fast recovery (RFC 6675 / 6937).  The first lost
+ * segment goes at once, whatever PRR says (the fast retransmit). */
+static void enter_recovery(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    uint32_t flight = t->snd_max - t->snd_una;
+    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    t->recover = t->snd_max;
+    t->in_recovery = true;
+    t->recover_fs = flight;
+    t->prr_delivered = 0;
+    t->prr_out = 0;
+    t->t_tlp = 0;
+    s->st.tcp_fast_retransmits++;
+    prr_update(t, 0);
+    if (t->cwnd < tcp_pipe(t) + t->mss)
+        t->cwnd = tcp_pipe(t) + t->mss;
+}
+
+/* The first segment is deemed lost (duplicate ACKs, NewReno partial ACK). */
+static bool mark_head_lost(zbuf_ip_tcp_t *t)
+{
+    return t->rq_n > 0 && mark_lost(t, rq_at(t, 0));
+}
+
+/* Loss probe timer (RFC 8985 7.2): armed after new data is sent or an ACK
+ * arrives, while data is outstanding, outside recovery, with SACK.  The
+ * probe comes 2 SRTT after the last transmission (plus the peer's worst
+ * delayed ACK when one segment flies), but never after the RTO. */
+static void tlp_schedule(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    t->t_tlp = 0;
+    if (!t->sack_ok || t->in_recovery || t->tlp_valid || t->snd_una == t->snd_max ||
+        t->lost_out > 0 || !can_send_data(t))
+        return;
+    uint64_t pto = ZBUF_IP_TCP_RTO_INIT_MS;
+    if (t->have_rtt) {
+        pto = 2u * (t->srtt8 >> 3) + 2; /* + 2 ms of clock granularity */
+        if ((uint32_t)(t->snd_max - t->snd_una) <= t->mss)
+            pto += ZBUF_IP_TCP_TLP_DELACK_MS;
+    }
+    uint64_t at = s->now + pto;
+    if (t->t_rtx && at >= t->t_rtx)
+        return; /* the RTO comes first */
+    t->t_tlp = at;
+}
+
+/* After the probe's ACK: a probe that was a retransmission and whose ACK
+ * echoes the probe's own timestamp (or any, without timestamps: RFC 8985
+ * 7.4.2 without D-SACK) repaired a loss; congestion control reacts as to a
+ * recovery episode. */
+static void tlp_acked(zbuf_ip_tcp_t *t, const struct seg *sg)
+{
+    t->tlp_valid = false;
+    if (!t->tlp_retrans || t->in_recovery)
+        return;
+    if (t->ts_ok && sg->has_ts && SEQ_LT(sg->tsecr, t->tlp_tsval))
+        return; /* the original's ACK: nothing was lost */
+    uint32_t flight = t->snd_max - t->snd_una;
+    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    if (t->cwnd > t->ssthresh)
+        t->cwnd = t->ssthresh;
 }
 
 /* Process an acceptable ACK in a synchronized state.  Returns false if the
@@ -1319,79 +1715,91 @@ static bool process_ack(zbuf_ip_tcp_t *t, const struct seg *sg)
         }
     }
     uint32_t flight = t->snd_max - t->snd_una;
-    if (SEQ_GT(ack, t->snd_una)) {
-        uint32_t acked = ack - t->snd_una;
+    uint32_t prior_sacked = t->sacked_out;
+    uint32_t acked = SEQ_GT(ack, t->snd_una) ? ack - t->snd_una : 0;
+    size_t data = 0;
+    if (acked) {
         size_t qlen = zbuf_length(t->sndq);
-        size_t data = acked > qlen ? qlen : acked;
-        if (t->timing && SEQ_GT(ack, t->rtt_seq)) {
+        data = acked > qlen ? qlen : acked;
+        /* RTT: from the echoed timestamp once per flight (RFC 7323 4.1;
+         * retransmissions too), else from the timed segment (Karn). */
+        if (t->ts_ok && sg->has_ts && SEQ_GT(ack, t->rtt_seq)) {
+            uint32_t r = ts_val(t, s->now) - sg->tsecr;
+            if (r <= ZBUF_IP_TCP_RTO_MAX_MS) {
+                rtt_sample(t, r);
+                t->rtt_seq = t->snd_max;
+            }
+        } else if (t->timing && SEQ_GT(ack, t->rtt_seq)) {
             t->timing = false;
             rtt_sample(t, (uint32_t)(s->now - t->rtt_start));
         }
+        rq_ack(t, ack, sg);
         if (data)
             zbuf_cut(t->sndq, 0, data, NULL); /* release callbacks of acked buffers run */
         if (acked > qlen && t->fin_queued)
             t->fin_acked = true;
         t->snd_una = ack;
-        if (SEQ_LT(t->snd_nxt, t->snd_una))
-            t->snd_nxt = t->snd_una;
         t->nrexmit = 0;
-        if (t->in_recovery) {
-            if (SEQ_GEQ(ack, t->recover)) {
-                /* Full acknowledgment: leave fast recovery (RFC 6582 3.2 step 3). */
-                uint32_t fl = t->snd_max - t->snd_una;
-                t->cwnd = umin32(t->ssthresh, (fl > t->mss ? fl : t->mss) + t->mss);
-                t->in_recovery = false;
-                t->dupacks = 0;
-            } else {
-                /* Partial acknowledgment: resend the next hole, deflate. */
-                sack_update(t, sg);
-                if (t->nsk == 0)
-                    t->rexmit_next = t->snd_una; /* NewReno: the new snd_una is lost */
-                retransmit_hole(t);
-                t->cwnd = t->cwnd > acked ? t->cwnd - acked : 0;
-                t->cwnd += t->mss;
-                t->t_rtx = s->now + t->rto;
-            }
-        } else {
-            t->dupacks = 0;
-            if (t->cwnd < t->ssthresh)
-                t->cwnd += umin32(acked, t->mss); /* slow start (RFC 5681, L = 1 SMSS) */
-            else
-                t->cwnd += umin32(acked, (uint32_t)((uint64_t)t->mss * t->mss / (t->cwnd ? t->cwnd : 1)) + 1);
-        }
-        if (!t->in_recovery) {
-            /* Holes may remain above the new snd_una: the peer's SACK
-             * blocks say so even when its ACKs carry data (no pure
-             * duplicates then). */
-            sack_update(t, sg);
-            if (t->nsk && may_recover(t) && sk_bytes(t) >= 3u * t->mss)
-                enter_recovery(t, t->snd_max - t->snd_una);
-        }
-        if (t->snd_una == t->snd_max)
-            t->t_rtx = 0;
-        else if (!t->in_recovery)
-            t->t_rtx = s->now + t->rto;
-        if (data && !t->app_closed && t->cb.sent)
-            t->cb.sent(t->arg, t, data);
-    } else if (ack == t->snd_una && flight > 0) {
-        bool news = sack_update(t, sg);
-        /* Duplicate ACK: nothing but the ACK (RFC 5681), or an ACK reporting
-         * newly SACKed data (RFC 6675), which counts even when it rides on
-         * data flowing the other way. */
-        bool dup = (sg->len == 0 && !(sg->flags & (TCP_SYN | TCP_FIN)) && !wnd_changed) || news;
-        if (dup)
-            t->dupacks++;
-        if (!t->in_recovery) {
-            unsigned thresh = dupthresh(t, flight);
-            if (may_recover(t) && (t->dupacks >= thresh || sk_bytes(t) >= thresh * t->mss))
-                enter_recovery(t, flight);
-        } else {
-            if (dup && t->dupacks > 3)
-                t->cwnd += t->mss; /* inflate: a segment left the network */
-            if (dup)
-                retransmit_hole(t); /* one hole per ACK: the ACK clock paces it */
-        }
     }
+    uint32_t news = t->sack_ok ? rq_sack(t, sg) : 0;
+    /* Duplicate ACK: with SACK one that reports new data (RFC 6675), which
+     * counts even when it rides on data flowing the other way; without, an
+     * ACK with nothing else in it (RFC 5681). */
+    bool dup = !acked && flight > 0 && ack == t->snd_una &&
+               (t->sack_ok ? news > 0
+                           : sg->len == 0 && !(sg->flags & (TCP_SYN | TCP_FIN)) && !wnd_changed);
+    uint32_t delivered = acked + (t->sacked_out - prior_sacked);
+    if (acked)
+        t->dupacks = 0;
+    else if (dup && t->dupacks < 255) {
+        t->dupacks++;
+        if (!t->sack_ok)
+            delivered = t->mss;
+    }
+
+    /* Loss detection. */
+    bool lost = rack_detect(t);
+    uint32_t fl = t->snd_max - t->snd_una;
+    if (!t->in_recovery && (t->dupacks >= dupthresh(t, fl) || t->sacked_out >= 3u * t->mss))
+        lost |= mark_head_lost(t);
+    bool partial = t->in_recovery && acked && SEQ_LT(ack, t->recover) && !t->sack_ok;
+    if (partial)
+        lost |= mark_head_lost(t); /* NewReno partial ACK: the next one is lost too */
+    if (lost && may_recover(t)) {
+        enter_recovery(t);
+        partial = true; /* the fast retransmit goes now */
+    }
+
+    if (t->in_recovery && acked && SEQ_GEQ(ack, t->recover)) {
+        /* Full acknowledgment: leave fast recovery (RFC 6582 3.2 step 3). */
+        t->cwnd = umin32(t->ssthresh, (fl > t->mss ? fl : t->mss) + t->mss);
+        t->in_recovery = false;
+        t->dupacks = 0;
+    } else if (t->in_recovery) {
+        prr_update(t, delivered);
+        if (partial && t->cwnd < tcp_pipe(t) + t->mss)
+            t->cwnd = tcp_pipe(t) + t->mss;
+    } else if (acked && lost == false && t->lost_out == 0) {
+        if (t->cwnd < t->ssthresh)
+            t->cwnd += umin32(acked, t->mss); /* slow start (RFC 5681, L = 1 SMSS) */
+        else
+            t->cwnd += umin32(acked, (uint32_t)((uint64_t)t->mss * t->mss / (t->cwnd ? t->cwnd : 1)) + 1);
+    } else if (acked && t->cwnd < t->ssthresh) {
+        t->cwnd += umin32(acked, t->mss); /* slow start after a timeout */
+    }
+    if (t->tlp_valid && SEQ_GEQ(t->snd_una, t->tlp_end))
+        tlp_acked(t, sg);
+
+    if (t->snd_una == t->snd_max) {
+        t->t_rtx = t->t_rack = t->t_tlp = 0;
+        t->tlp_valid = false;
+    } else if (acked) {
+        t->t_rtx = s->now + t->rto; /* RFC 6298 5.3 */
+    }
+    if (acked || dup)
+        tlp_schedule(t);
+    if (data && !t->app_closed && t->cb.sent)
+        t->cb.sent(t->arg, t, data);
     return true;
 }
 
@@ -1424,6 +1832,7 @@ static void listen_input(zbuf_ip_tcp_t *l, zbuf_t *z, const struct seg *sg, uint
     t->cb = l->cb;
     t->arg = l->arg;
     t->nodelay = l->nodelay;
+    ts_setup(t);
     t->irs = sg->seq;
     t->rcv_nxt = sg->seq + 1;
     t->rcv_adv = t->rcv_nxt;
@@ -1434,7 +1843,7 @@ static void listen_input(zbuf_ip_tcp_t *l, zbuf_t *z, const struct seg *sg, uint
     t->snd_wl1 = sg->seq;
     zbuf_ip__tcp_isn(s, dst, sg->dport, src, sg->sport, &t->iss);
     t->snd_una = t->iss;
-    t->snd_nxt = t->snd_max = t->iss + 1;
+    t->snd_max = t->iss + 1;
     t->snd_wl2 = t->iss;
     t->recover = t->iss;
     t->state = ZBUF_IP_TCP_SYN_RCVD;
@@ -1473,8 +1882,7 @@ static void syn_sent_input(zbuf_ip_tcp_t *t, zbuf_t *z, const struct seg *sg)
     if (ack_ok) {
         t->snd_una = sg->ack;
         t->timing = false;
-        if (t->nrexmit == 0)
-            rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
+        syn_rtt(t, sg);
         enter_established(t);
         t->snd_wnd = sg->wnd; /* never scaled in a SYN segment (RFC 7323 2.2) */
         t->max_snd_wnd = t->snd_wnd;
@@ -1518,6 +1926,23 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
         t->ack_now = true;
     }
 
+    /* PAWS (RFC 7323 5.3 R1): a TSval older than TS.Recent marks a segment
+     * of an earlier incarnation of the sequence space; it is answered with
+     * an ACK and dropped.  Not for RSTs, which carry no timestamps and are
+     * judged by sequence number alone (RFC 7323 5.2).  TS.Recent idle for
+     * 24 days is no longer valid (5.5). */
+    if (t->ts_ok && sg->has_ts && t->ts_recent_set && !(flags & TCP_RST)) {
+        if (s->now - t->ts_recent_age > 24ull * 24 * 3600 * 1000) {
+            t->ts_recent_set = false;
+        } else if (SEQ_LT(sg->tsval, t->ts_recent)) {
+            s->st.tcp_paws_drops++;
+            zbuf_delete(z);
+            t->ack_now = true;
+            tcp_output_inner(t);
+            return;
+        }
+    }
+
     uint32_t len = sg->len;
     uint32_t seglen = len + ((flags & TCP_FIN) ? 1 : 0) + ((flags & TCP_SYN) ? 1 : 0);
     uint32_t rwnd = SEQ_LT(t->rcv_adv, t->rcv_nxt) ? 0 : t->rcv_adv - t->rcv_nxt;
@@ -1546,6 +1971,16 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
     }
 
     keep_touch(t); /* an acceptable segment: the peer is alive */
+
+    /* RFC 7323 4.3: echo the TSval of the segment at the left edge of the
+     * window (SEG.SEQ <= Last.ACK.sent), so that the peer's RTT samples
+     * include our delayed ACKs and no later segment's value. */
+    if (t->ts_ok && sg->has_ts && !(flags & TCP_RST) && SEQ_LEQ(sg->seq, t->last_ack_sent) &&
+        (!t->ts_recent_set || SEQ_GEQ(sg->tsval, t->ts_recent))) {
+        t->ts_recent = sg->tsval;
+        t->ts_recent_set = true;
+        t->ts_recent_age = s->now;
+    }
 
     /* RST (RFC 5961 3.2): exact match resets, in-window gets a challenge. */
     if (flags & TCP_RST) {
@@ -1616,8 +2051,7 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
             return;
         }
         t->timing = false;
-        if (t->nrexmit == 0)
-            rtt_sample(t, (uint32_t)(s->now - (t->t_rtx - t->rto)));
+        syn_rtt(t, sg);
         t->snd_una = t->iss + 1;
         enter_established(t);
         /* The window of a SYN-ACK (simultaneous open) is not scaled. */
@@ -1848,39 +2282,86 @@ static void on_rto(zbuf_ip_tcp_t *t)
     t->recover = t->snd_max;
     t->in_recovery = false;
     t->dupacks = 0;
-    /* Keep what the peer reported holding so that go-back-N skips it
-     * (tcp_output_inner), unless timeouts repeat: then the peer may have
-     * dropped ("reneged") out-of-order data, and everything goes again. */
-    if (t->nrexmit >= 2)
-        t->nsk = 0;
+    t->tlp_valid = false;
+    t->t_tlp = t->t_rack = 0;
+    /* Every segment not SACKed is lost (RFC 6675 5.1, RFC 8985 6.3): they go
+     * again oldest first as the window opens, what the peer SACKed does
+     * not.  When timeouts repeat, the peer may have dropped ("reneged")
+     * out-of-order data: then everything goes again. */
+    for (uint32_t i = 0; i < t->rq_n; i++) {
+        struct txseg *r = rq_at(t, i);
+        if ((r->flags & TX_SACKED) && t->nrexmit >= 2) {
+            rq_uncount(t, r, seg_len(r));
+            r->flags &= (uint8_t)~TX_SACKED;
+        }
+        if (!(r->flags & TX_SACKED) && (r->flags & (TX_LOST | TX_RETRANS)) != TX_LOST) {
+            rq_uncount(t, r, seg_len(r));
+            r->flags = (uint8_t)((r->flags & ~TX_RETRANS) | TX_LOST);
+            t->lost_out += seg_len(r);
+        }
+    }
     t->timing = false;
-    t->snd_nxt = t->snd_una; /* go back N */
     rto_backoff(t);
     tcp_output_inner(t);
     if (t->t_rtx == 0 && !t->dead)
         t->t_rtx = s->now + t->rto;
 }
 
+/* Loss probe (RFC 8985 7.3): one new segment if the windows allow, else the
+ * last segment again, to draw an ACK with SACK blocks from the peer. */
+static void on_tlp(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    t->t_tlp = 0;
+    if (t->snd_una == t->snd_max || t->in_recovery || !can_send_data(t))
+        return;
+    size_t qlen = zbuf_length(t->sndq);
+    size_t off = t->snd_max - t->snd_una;
+    uint32_t flight = t->snd_max - t->snd_una;
+    size_t avail = off <= qlen ? qlen - off : 0;
+    size_t len = avail < t->mss ? avail : t->mss;
+    bool sent = false;
+    t->tlp_retrans = false;
+    if ((len > 0 || (t->fin_queued && off == qlen)) && t->snd_wnd >= flight + len)
+        sent = send_new(t, len) > 0;
+    for (uint32_t i = t->rq_n; !sent && i-- > 0;) {
+        struct txseg *r = rq_at(t, i);
+        if (r->flags & TX_SACKED)
+            continue;
+        sent = resend(t, r);
+        t->tlp_retrans = sent;
+        break;
+    }
+    if (!sent)
+        return;
+    s->st.tcp_tlp++;
+    t->tlp_valid = true;
+    t->tlp_end = t->snd_max;
+    t->tlp_tsval = ts_val(t, s->now);
+    t->t_rtx = s->now + t->rto;
+}
+
+void zbuf_ip__tcp_set_orphan(zbuf_ip_tcp_t *t)
+{
+    t->orphan = true;
+}
+
 static void on_persist(zbuf_ip_tcp_t *t)
 {
     zbuf_ip_stack_t *s = t->stack;
     t->t_persist = 0;
+    if ((t->app_closed || t->orphan) && t->persist_shift >= ZBUF_IP_TCP_ORPHAN_PROBES) {
+        /* Nobody waits for these bytes and the peer will not take them. */
+        tcp_emit(t, t->snd_una, TCP_RST | TCP_ACK, 0, 0); /* the peer took all below */
+        pcb_fail(t, -ETIMEDOUT);
+        return;
+    }
     if (t->persist_shift < 16)
         t->persist_shift++;
-    uint32_t flight = t->snd_nxt - t->snd_una;
+    uint32_t flight = t->snd_max - t->snd_una;
     uint32_t win = umin32(t->snd_wnd, t->cwnd);
-    if (win > flight) {
-        /* Some window, held back by silly-window avoidance: send it now. */
-        uint32_t seq = t->snd_nxt;
-        size_t n = send_from(t, seq, umin32(win - flight, t->mss));
-        t->snd_nxt += (uint32_t)n;
-        if (SEQ_GT(t->snd_nxt, t->snd_max))
-            t->snd_max = t->snd_nxt;
-        if (n && t->t_rtx == 0)
-            t->t_rtx = s->now + t->rto;
-        if (n)
-            return;
-    }
+    if (win > flight && send_new(t, umin32(win - flight, t->mss)) > 0)
+        return; /* some window, held back by silly-window avoidance: use it now */
     /* Zero window probe: an old sequence number makes the peer answer with
      * its current window. */
     tcp_emit(t, t->snd_una - 1, TCP_ACK, 0, 0);
@@ -1906,6 +2387,21 @@ int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s)
         if (t->t_rtx && now >= t->t_rtx) {
             n++;
             on_rto(t);
+        }
+        if (t->dead)
+            continue;
+        if (t->dead)
+            continue;
+        if (t->t_rack && now >= t->t_rack) {
+            n++;
+            t->t_rack = 0;
+            if (rack_detect(t) && may_recover(t))
+                enter_recovery(t);
+            tcp_output_inner(t);
+        }
+        if (t->t_tlp && now >= t->t_tlp) {
+            n++;
+            on_tlp(t);
         }
         if (t->dead)
             continue;
@@ -1947,8 +2443,9 @@ uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s)
             continue;
         if (t->output_pending)
             return s->now;
-        const uint64_t ts[5] = {t->t_rtx, t->t_persist, t->t_delack, t->t_2msl, t->t_keep};
-        for (int i = 0; i < 5; i++)
+        const uint64_t ts[7] = {t->t_rtx,  t->t_persist, t->t_delack, t->t_2msl,
+                                t->t_keep, t->t_rack,    t->t_tlp};
+        for (int i = 0; i < 7; i++)
             if (ts[i] && ts[i] < d)
                 d = ts[i];
     }

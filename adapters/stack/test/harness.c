@@ -121,6 +121,20 @@ void zh_single_fini(zh_single_t *u)
     zh_single_clear(u);
 }
 
+void zh_learn_peer(zh_single_t *u)
+{
+    static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    uint8_t f[64];
+    size_t o = zh_eth(f, bcast, zh_mac_b, 0x0806);
+    uint8_t a[28] = {0, 1, 8, 0, 6, 4, 0, 1};
+    memcpy(a + 8, zh_mac_b, 6);
+    a[14] = 192, a[15] = 0, a[16] = 2, a[17] = 2;
+    a[24] = 192, a[25] = 0, a[26] = 2, a[27] = 1;
+    memcpy(f + o, a, 28);
+    zh_input(u, f, o + 28, 0);
+    zh_single_clear(u);
+}
+
 size_t zh_tx_bytes(zh_single_t *u, int i, uint8_t *buf, size_t cap)
 {
     cr_assert(i < u->ntx, "frame %d not sent (only %d)", i, u->ntx);
@@ -142,6 +156,38 @@ int zh_input(zh_single_t *u, const uint8_t *frame, size_t len, size_t chunk)
         cr_assert_eq(zbuf_append_copy(z, frame + off, n), 0);
     }
     return zbuf_ip_netif_input(u->nif, z);
+}
+
+static void loan_release(void *data, size_t size, void *arg)
+{
+    (void)size;
+    free(data);
+    ++*(int *)arg;
+}
+
+int zh_input_loaned(zh_single_t *u, const uint8_t *frame, size_t len, int *released)
+{
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    if (len > 0) {
+        uint8_t *b = malloc(len);
+        cr_assert_not_null(b);
+        memcpy(b, frame, len);
+        cr_assert_eq(zbuf_append_buf(z, b, len, loan_release, released), 0);
+    }
+    return zbuf_ip_netif_input(u->nif, z);
+}
+
+void zh_learn_b(zh_single_t *u)
+{
+    static const uint8_t bc[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    uint8_t f[42];
+    size_t o = zh_eth(f, bc, zh_mac_b, 0x0806);
+    const uint8_t a[28] = {0, 1, 8, 0, 6, 4, 0, 1, 0x02, 0, 0, 0, 0, 0x0b, 192, 0, 2, 2,
+                           0, 0, 0, 0, 0, 0, 192, 0, 2, 1};
+    memcpy(f + o, a, sizeof a);
+    cr_assert_eq(zh_input(u, f, sizeof f, 0), 0);
+    zh_single_clear(u);
 }
 
 /* ------------------------------------------------------------ builders */
@@ -277,6 +323,12 @@ bool zh_tx_tcp(zh_single_t *u, int i, zh_tcp_seg_t *o)
             o->wscale = t[k + 2];
         if (kind == 4)
             o->sackok = true;
+        if (kind == 8 && l == 10) {
+            const uint8_t *q = t + k + 2;
+            o->has_ts = true;
+            o->tsval = (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3];
+            o->tsecr = (uint32_t)q[4] << 24 | (uint32_t)q[5] << 16 | (uint32_t)q[6] << 8 | q[7];
+        }
         if (kind == 5)
             for (int b = 0; b < (l - 2) / 8 && b < 4; b++, o->nsack++)
                 for (int w = 0; w < 2; w++) {

@@ -54,11 +54,22 @@ void zh_single_init(zh_single_t *u, const zbuf_ip_config_t *base);
 void zh_single_fini(zh_single_t *u);
 /* Delete the captured frames. */
 void zh_single_clear(zh_single_t *u);
+/* Make the stack learn B's MAC (an ARP request for A from B), then drop
+ * the captured reply. */
+void zh_learn_peer(zh_single_t *u);
 /* Copy frame i into buf (at most cap bytes); returns its length. */
 size_t zh_tx_bytes(zh_single_t *u, int i, uint8_t *buf, size_t cap);
 /* Feed raw frame bytes (copied into a fresh zbuf split into segments of
  * `chunk` bytes, 0 = one segment). */
 int zh_input(zh_single_t *u, const uint8_t *frame, size_t len, size_t chunk);
+
+/* Feed raw frame bytes the way a driver loans its buffers: the bytes go
+ * into one fresh malloc'd buffer (the "DMA", not a library copy) enrolled
+ * with a release callback that frees it and increments *released. */
+int zh_input_loaned(zh_single_t *u, const uint8_t *frame, size_t len, int *released);
+/* Make the stack learn B's MAC (an ARP request from B), then forget the
+ * frames it sent. */
+void zh_learn_b(zh_single_t *u);
 
 /* ------------------------------------------------------ packet builders */
 /* Ethernet header from B to A with type; returns 14. */
@@ -86,6 +97,8 @@ typedef struct zh_tcp_seg {
     bool sackok;
     int nsack;          /* SACK blocks */
     uint32_t sack[4][2];
+    bool has_ts;        /* timestamps option (RFC 7323) */
+    uint32_t tsval, tsecr;
 } zh_tcp_seg_t;
 /* Parse captured frame i as TCP; false if it is not one. */
 bool zh_tx_tcp(zh_single_t *u, int i, zh_tcp_seg_t *out);

@@ -155,6 +155,7 @@ struct echo {
     size_t echoed, close_after;
     bool eof, closed;
     int accepted, errors;
+    zbuf_ip_tcp_info_t info; /* as negotiated, when the connection was set up */
 };
 
 static void echo_close(struct echo *e)
@@ -226,6 +227,7 @@ static int echo_accept(void *arg, zbuf_ip_tcp_t *l, zbuf_ip_tcp_t *c)
     struct echo *e = arg;
     e->pcb = c;
     e->accepted++;
+    zbuf_ip_tcp_info(c, &e->info);
     zbuf_ip_tcp_set_callbacks(c, &echo_cbs, e);
     return 0;
 }
@@ -235,6 +237,17 @@ static void echo_connected(void *arg, zbuf_ip_tcp_t *pcb)
     struct echo *e = arg;
     e->pcb = pcb;
     e->accepted++;
+    zbuf_ip_tcp_info(pcb, &e->info);
+}
+
+/* What Linux offers and the stack takes up: timestamps, SACK, window
+ * scaling, the MSS of a 1500-byte MTU less the timestamp option. */
+static void assert_negotiated(const zbuf_ip_tcp_info_t *i)
+{
+    cr_assert(i->ts_ok, "TCP timestamps negotiated with Linux");
+    cr_assert(i->sack_ok, "SACK negotiated with Linux");
+    cr_assert_gt(i->snd_wscale, 0, "Linux's window scale taken");
+    cr_assert_eq(i->mss, 1448, "MSS 1460 less 12 option bytes");
 }
 
 static zbuf_ip_tcp_t *echo_listen(zbuf_ip_stack_t *s, struct echo *e)
@@ -310,6 +323,7 @@ static void kernel_client_echo(size_t nbytes, const struct impair *imp, double l
     cr_assert_eq(e.accepted, 1);
     cr_assert_eq(e.errors, 0);
     cr_assert(e.closed, "kernel closed first, the stack followed");
+    assert_negotiated(&e.info);
     cr_assert_eq(e.echoed, nbytes);
     if (imp && imp->verify)
         cr_assert_eq(sh("%s", imp->verify), 0, "the kernel-side impairment never acted");
@@ -389,6 +403,7 @@ Test(interop, stack_connects_to_a_kernel_server_and_closes_first)
     cr_assert_eq(rc, 0, "kernel server saw a mismatch or timed out");
     cr_assert_eq(e.accepted, 1, "connected");
     cr_assert(e.closed);
+    assert_negotiated(&e.info);
     cr_assert_eq(e.errors, 0);
     zbuf_delete(e.pending);
     zbuf_ip_stack_delete(s);
@@ -423,7 +438,16 @@ Test(interop, demo_serves_ping_echo_discard_chargen_and_reports_zero_copy)
              "s.settimeout(5); s.sendto(b\"hi udp\",(\"192.0.2.2\",7)); "
              "sys.exit(0 if s.recv(100)==b\"hi udp\" else 1)' && "
              "python3 -c 'import socket; s=socket.create_connection((\"192.0.2.2\",9),timeout=5); "
-             "s.sendall(b\"x\"*100000); s.close()'",
+             "s.sendall(b\"x\"*100000); s.close()' && "
+             /* Fragments both ways: the kernel fragments the requests, the
+              * stack reassembles them and fragments its replies, which the
+              * kernel reassembles and compares. */
+             "ping -c 3 -i 0.2 -W 2 -s 4000 -M dont 192.0.2.2 >&2 && "
+             "ping -c 2 -i 0.2 -W 2 -s 65000 -M dont 192.0.2.2 >&2 && "
+             "python3 -c 'import socket,os; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); "
+             "s.settimeout(5)\n"
+             "for n in (1473, 8000, 30000, 65507):\n"
+             "    d=os.urandom(n); s.sendto(d,(\"192.0.2.2\",7)); assert s.recv(70000)==d, n'",
              ZBUF_STACK_TEST_DIR, ZBUF_STACK_TEST_DIR);
     int st;
     pid_t pid = spawn(cmd);
@@ -447,6 +471,14 @@ Test(interop, demo_serves_ping_echo_discard_chargen_and_reports_zero_copy)
     cr_assert(WIFEXITED(dst) && WEXITSTATUS(dst) == 0, "demo did not exit cleanly");
     cr_assert(strstr(all, "retransmissions:") != NULL);
     cr_assert(strstr(all, "per payload byte: 0.000000") != NULL, "demo copied payload");
+    const char *fr = strstr(all, "ip fragments: rx ");
+    unsigned long long frx = 0, reasm = 0, fdrop = 0, ftx = 0;
+    cr_assert(fr && sscanf(fr, "ip fragments: rx %llu (datagrams reassembled %llu, dropped %llu), "
+                                "tx %llu", &frx, &reasm, &fdrop, &ftx) == 4);
+    /* 3 + 2 pings and 4 UDP datagrams, each way; fragments of 1480 bytes */
+    cr_assert_geq(reasm, 9, "kernel fragments reassembled: %llu", reasm);
+    cr_assert_geq(ftx, 3 * 3 + 2 * 44 + 2 + 6 + 21 + 45, "replies fragmented: %llu", ftx);
+    cr_assert_eq(fdrop, 0);
 }
 
 Test(interop, scapy_malformed_frames_from_the_kernel_side_do_no_harm)

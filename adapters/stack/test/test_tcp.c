@@ -62,7 +62,8 @@ Test(tcp, handshake_exchange_and_orderly_close)
     cr_assert_eq(zbuf_ip_tcp_state(b.pcb), ZBUF_IP_TCP_ESTABLISHED);
     zbuf_ip_tcp_info_t ia;
     zbuf_ip_tcp_info(a.pcb, &ia);
-    cr_assert_eq(ia.mss, 1460);
+    cr_assert(ia.ts_ok && ia.sack_ok, "both stacks offer timestamps and SACK");
+    cr_assert_eq(ia.mss, 1460 - 12, "an MSS of 1460 less the timestamps option");
     cr_assert_eq(ia.remote_port, 80);
     cr_assert_eq(ia.rcv_wscale, 3, "256 KiB window needs shift 3");
 

@@ -8,22 +8,6 @@ ZT_SUITE(tcp_wire);
 
 #define PEER_ISN 1000u
 
-static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-
-/* Make the stack learn B's MAC (an ARP request for A from B). */
-static void learn_b(zh_single_t *u)
-{
-    uint8_t f[64];
-    size_t o = zh_eth(f, bcast, zh_mac_b, 0x0806);
-    uint8_t a[28] = {0, 1, 8, 0, 6, 4, 0, 1};
-    memcpy(a + 8, zh_mac_b, 6);
-    a[14] = 192, a[15] = 0, a[16] = 2, a[17] = 2;
-    a[24] = 192, a[25] = 0, a[26] = 2, a[27] = 1;
-    memcpy(f + o, a, 28);
-    zh_input(u, f, o + 28, 0);
-    zh_single_clear(u);
-}
-
 static int send_seg(zh_single_t *u, uint32_t seq, uint32_t ack, uint8_t flags, const uint8_t *opts,
                     size_t optlen, const char *data)
 {
@@ -39,7 +23,7 @@ static uint32_t establish(zh_single_t *u, ep_t *e, const uint8_t *opts, size_t o
                           zh_tcp_seg_t *synack)
 {
     ep_listen(e, u->s, 80);
-    learn_b(u);
+    zh_learn_peer(u);
     send_seg(u, PEER_ISN, 0, 0x02, opts, optlen, NULL);
     cr_assert_eq(u->ntx, 1, "one SYN-ACK");
     cr_assert(zh_tx_tcp(u, 0, synack));
@@ -62,7 +46,7 @@ static const uint8_t linux_syn_opts[20] = {
     3, 3, 7,                       /* window scale 7 */
 };
 
-Test(tcp_wire, syn_ack_answers_mss_wscale_and_sack_permitted_but_not_timestamps)
+Test(tcp_wire, syn_ack_answers_mss_wscale_sack_permitted_and_timestamps)
 {
     zh_single_t u;
     zh_single_init(&u, NULL);
@@ -72,12 +56,36 @@ Test(tcp_wire, syn_ack_answers_mss_wscale_and_sack_permitted_but_not_timestamps)
     cr_assert_eq(sa.mss, 1460);
     cr_assert_eq(sa.wscale, 3);
     cr_assert(sa.sackok, "the receiver side generates SACK blocks: offer it back");
-    cr_assert_eq(sa.hlen, 32, "MSS, window scale, SACK-permitted; no timestamps");
+    cr_assert_eq(sa.hlen, 40, "MSS, SACK-permitted, timestamps, window scale");
+    cr_assert(sa.has_ts);
+    cr_assert_eq(sa.tsecr, 1, "the SYN's TSval is echoed");
     zbuf_ip_tcp_info_t in;
     zbuf_ip_tcp_info(e.pcb, &in);
+    cr_assert(in.ts_ok && in.sack_ok);
     cr_assert_eq(in.snd_wscale, 7);
-    cr_assert_eq(in.mss, 1460);
+    cr_assert_eq(in.mss, 1460 - 12, "the timestamps take 12 bytes of each segment");
     cr_assert_eq(in.snd_wnd, 65535u << 7, "window scaled after the handshake");
+    zbuf_ip_tcp_abort(e.pcb);
+    zbuf_ip_tcp_close(e.listener);
+    zh_single_fini(&u);
+}
+
+Test(tcp_wire, timestamps_switched_off_are_neither_offered_nor_answered)
+{
+    zbuf_ip_config_t c;
+    zbuf_ip_config_init(&c);
+    c.tcp_no_timestamps = true;
+    zh_single_t u;
+    zh_single_init(&u, &c);
+    ep_t e = {0};
+    zh_tcp_seg_t sa;
+    establish(&u, &e, linux_syn_opts, sizeof linux_syn_opts, &sa);
+    cr_assert_eq(sa.hlen, 32, "MSS, window scale, SACK-permitted; no timestamps");
+    cr_assert(!sa.has_ts);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(e.pcb, &in);
+    cr_assert(!in.ts_ok);
+    cr_assert_eq(in.mss, 1460);
     zbuf_ip_tcp_abort(e.pcb);
     zbuf_ip_tcp_close(e.listener);
     zh_single_fini(&u);
@@ -307,7 +315,7 @@ Test(tcp_wire, segment_for_no_connection_gets_a_reset)
 {
     zh_single_t u;
     zh_single_init(&u, NULL);
-    learn_b(&u);
+    zh_learn_peer(&u);
     send_seg(&u, 777, 0, 0x02, NULL, 0, NULL);
     cr_assert_eq(u.ntx, 1);
     zh_tcp_seg_t r;
@@ -371,7 +379,7 @@ Test(tcp_wire, isns_differ_per_connection_and_are_not_a_counter)
     zh_single_init(&u, NULL);
     ep_t e = {0};
     ep_listen(&e, u.s, 80);
-    learn_b(&u);
+    zh_learn_peer(&u);
     uint32_t isn[4];
     for (int i = 0; i < 4; i++) {
         uint8_t f[256];

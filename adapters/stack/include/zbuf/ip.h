@@ -22,14 +22,21 @@
  *   lengths and alignment.
  *
  * **Protocols.** Ethernet II, ARP (cache with aging, packets queued while
- * resolving), IPv4 (options ignored, fragments dropped), ICMP echo, UDP and
+ * resolving), IPv4 (options ignored; fragments reassembled within the limits
+ * of <zbuf/ip_opts.h>, without copying, and datagrams larger than the MTU
+ * sent as fragments), ICMP echo (and time exceeded when a reassembly
+ * times out), UDP and
  * TCP: RFC 9293 state machine with simultaneous open and close and
- * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK, MSS and window scaling
- * (RFC 7323, no timestamps), SACK (RFC 2018; blocks generated from the
- * out-of-order queue, and a scoreboard for recovery), RFC 6298 RTO with
- * Karn's rule and backoff, RFC 5681 congestion control with NewReno
- * (RFC 6582), Nagle (zbuf_ip_tcp_set_nodelay()), delayed ACK, zero-window
- * probing, keyed-hash initial sequence numbers (RFC 6528, SipHash-2-4).
+ * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK, MSS, window scaling and
+ * timestamps with PAWS (RFC 7323; timestamp clock offset per connection by
+ * a keyed hash), SACK (RFC 2018; blocks generated from the out-of-order
+ * queue, a per-segment scoreboard for recovery), loss recovery by RACK-TLP
+ * (RFC 8985) with SACK pipe accounting (RFC 6675) and proportional rate
+ * reduction (RFC 6937), NewReno (RFC 6582) and limited transmit (RFC 3042)
+ * for peers without SACK, RFC 6298 RTO with Karn's rule and backoff,
+ * RFC 5681 congestion control, Nagle (zbuf_ip_tcp_set_nodelay()), delayed
+ * ACK, zero-window probing, keyed-hash initial sequence numbers (RFC 6528,
+ * SipHash-2-4).
  *
  * **Time.** Every timer is a deadline in milliseconds of the stack's clock
  * (zbuf_ip_config_t::clock).  Call zbuf_ip_poll() when a driver's descriptor
@@ -49,7 +56,8 @@
  * zbuf_ip_tcp_abort() or zbuf_ip_tcp_close() on its own connection; it must
  * not delete the stack.
  *
- * Limits (connections, queued bytes, ARP entries ...) are set in
+ * Limits (connections, queued bytes, ARP entries, reassembly buffers ...)
+ * are set in
  * <zbuf/ip_opts.h>.
  */
 #ifndef ZBUF_IP_H
@@ -119,6 +127,14 @@ typedef struct zbuf_ip_config {
                                     (fuzzing harnesses only) */
     zbuf_ip_ping_cb ping_reply; /**< echo replies; NULL drops them */
     void *ping_arg;            /**< passed to @c ping_reply */
+    bool ip_reassembly;        /**< reassemble IPv4 fragments (default true);
+                                    false drops every fragment */
+    uint32_t ip_reasm_bytes;   /**< bytes all reassemblies may hold
+                                    (1..#ZBUF_IP_REASM_BYTES) */
+    uint32_t ip_reasm_timeout_ms; /**< lifetime of an incomplete datagram
+                                    (1..120000) */
+    bool tcp_no_timestamps;    /**< true: TCP neither offers nor accepts timestamps
+                                    (RFC 7323); the default (false) negotiates them */
 } zbuf_ip_config_t;
 
 /** @brief Fill @p cfg with the defaults of <zbuf/ip_opts.h>. */
@@ -176,7 +192,9 @@ typedef struct zbuf_ip_stats {
     uint64_t bad_udp;              /**< malformed UDP headers */
     uint64_t bad_tcp;              /**< malformed TCP headers */
     uint64_t bad_checksum;         /**< any checksum mismatch */
-    uint64_t ip_frag_drops;        /**< fragments (never reassembled) */
+    uint64_t ip_frag_drops;        /**< fragments dropped: malformed, duplicate,
+                                        reassembly off, or discarded with their
+                                        datagram (overlap, limit, timeout) */
     uint64_t ip_not_ours;          /**< packets for other hosts */
     uint64_t arp_requests_tx;      /**< ARP requests sent */
     uint64_t arp_replies_tx;       /**< ARP replies sent */
@@ -207,6 +225,22 @@ typedef struct zbuf_ip_stats {
     uint64_t udp_payload_tx;       /**< UDP payload bytes sent */
     uint32_t tcp_pcbs;             /**< TCP PCBs alive now (a gauge) */
     uint32_t udp_pcbs;             /**< UDP PCBs alive now (a gauge) */
+    uint64_t ip_frags_rx;          /**< IPv4 fragments received for us (valid headers) */
+    uint64_t ip_reassembled;       /**< datagrams reassembled and passed up */
+    uint64_t ip_reasm_timeouts;    /**< incomplete datagrams freed on timeout */
+    uint64_t ip_reasm_overlaps;    /**< datagrams discarded: overlapping or
+                                        inconsistent fragments */
+    uint64_t ip_reasm_oversize;    /**< datagrams discarded: end beyond 65535 bytes */
+    uint64_t ip_reasm_drops;       /**< datagrams discarded for limits (evicted,
+                                        too many fragments, byte budget) */
+    uint64_t ip_frags_tx;          /**< fragments sent (datagrams above the MTU) */
+    uint32_t ip_reasm_pending;     /**< datagrams being reassembled now (a gauge) */
+    uint32_t ip_reasm_held;        /**< bytes they hold, as charged (a gauge) */
+    uint64_t tcp_rack_losses;      /**< segments RACK (RFC 8985) deemed lost */
+    uint64_t tcp_lost_retransmits; /**< retransmissions deemed lost in turn (sent again
+                                        without waiting for a timeout) */
+    uint64_t tcp_tlp;              /**< tail loss probes sent (RFC 8985 section 7) */
+    uint64_t tcp_paws_drops;       /**< segments dropped by PAWS (RFC 7323: old timestamp) */
 } zbuf_ip_stats_t;
 
 /** @brief Copy the stack's counters into @p out. */
@@ -435,8 +469,10 @@ ZBUF_EXPORT void zbuf_ip_udp_set_recv(zbuf_ip_udp_t *u, zbuf_ip_udp_recv_cb cb, 
  * @brief Send one datagram.  The payload is not copied: headers go in front
  *        of it (into its headroom or a small new segment).
  * @param data  consumed on success; on failure the caller keeps it unchanged.
- * @return 0; `-EINVAL`; `-EMSGSIZE` (over the MTU: no fragmentation);
- *         `-ENETUNREACH`; `-ENOMEM`.
+ *        A datagram larger than the interface's MTU is sent as IPv4
+ *        fragments, each a zbuf_dup() of its range behind its own header.
+ * @return 0; `-EINVAL`; `-EMSGSIZE` (payload above 65507 bytes, the IPv4
+ *         limit); `-ENETUNREACH`; `-ENOMEM`.
  */
 ZBUF_EXPORT int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst,
                                    uint16_t dport);
@@ -591,6 +627,12 @@ typedef struct zbuf_ip_tcp_info {
     size_t unacked;            /**< bytes in the retransmission queue */
     size_t ooo_bytes;          /**< bytes held out of order */
     uint64_t retransmits;      /**< segments sent again */
+    bool ts_ok;                /**< timestamps (RFC 7323) negotiated: every segment but a
+                                    RST carries them, and @c mss is 12 bytes smaller */
+    bool sack_ok;              /**< SACK (RFC 2018) negotiated */
+    uint32_t min_rtt_ms;       /**< smallest round-trip time measured (UINT32_MAX: none) */
+    size_t lost_bytes;         /**< bytes deemed lost, not yet acknowledged or SACKed */
+    size_t sacked_bytes;       /**< bytes the peer SACKed above the cumulative ACK */
 } zbuf_ip_tcp_info_t;
 
 /** @brief Fill @p out.  @return 0; `-EINVAL`. */
@@ -684,9 +726,13 @@ ZBUF_EXPORT int zbuf_ip_sock_shutdown(zbuf_ip_sock_t *k);
 
 /**
  * @brief Free the socket.  A connection is closed gracefully in the
- *        background (queued data still goes out); received data not taken
- *        is dropped; a listener resets the connections nobody accepted.
- *        NULL is a no-op.
+ *        background: every byte accepted by zbuf_ip_sock_send() still goes
+ *        out, even the ones waiting beyond the send buffer, then a FIN; the
+ *        buffers are released as the peer acknowledges them (or when the
+ *        connection fails, or with zbuf_ip_stack_delete()).  Received data
+ *        not taken, and data arriving later, is dropped.  A listener resets
+ *        the connections nobody accepted.  The caller must not use @p k
+ *        again.  NULL is a no-op.
  */
 ZBUF_EXPORT void zbuf_ip_sock_close(zbuf_ip_sock_t *k);
 

@@ -72,9 +72,58 @@
 #define ZBUF_IP_TTL 64
 #endif
 
-/* Fragments are not reassembled: every fragment (MF set or non-zero
- * offset) is dropped and counted in zbuf_ip_stats_t::ip_frag_drops, so no
- * reassembly memory exists for an attacker to fill. */
+/*
+ * Fragment reassembly (RFC 791, run-time switch
+ * zbuf_ip_config_t::ip_reassembly, on by default).  Fragments are held as
+ * the driver's own buffers, so every limit below bounds how many of the
+ * driver's receive buffers a peer can pin:
+ *
+ * - A held fragment is charged the size of the buffers it references (like
+ *   Linux's truesize: a 1-byte fragment in a 2 KiB pool buffer costs
+ *   2 KiB), but each buffer at most 2 KiB more than the bytes used from it,
+ *   so that slices of one large shared buffer are not charged many times.
+ * - When a new datagram would exceed #ZBUF_IP_REASM_MAX or a fragment would
+ *   exceed the byte budget, the OLDEST reassembly is evicted (counted in
+ *   zbuf_ip_stats_t::ip_reasm_drops).  Dropping the newcomer instead would
+ *   let a peer that sends first fragments and never the rest block every
+ *   reassembly for the whole timeout; a genuine datagram completes within a
+ *   round trip, so it is rarely the oldest.
+ * - Any overlap between fragments (Teardrop and the overlap attacks that
+ *   rewrite a header already checked) discards the whole datagram, the rule
+ *   RFC 5722 sets for IPv6; an exact duplicate (same offset, length and MF
+ *   bit, as a duplicating link makes) is ignored instead.
+ * - A datagram whose end would pass 65535 bytes (the Ping of Death), a
+ *   fragment with MF set whose length is not a multiple of 8, and a fragment
+ *   without payload are dropped.
+ */
+
+/** Datagrams being reassembled at once, per stack. */
+#ifndef ZBUF_IP_REASM_MAX
+#define ZBUF_IP_REASM_MAX 16
+#endif
+
+/** Bytes of buffers all reassemblies together may hold (see the charging
+ *  rule above).  Run-time: zbuf_ip_config_t::ip_reasm_bytes, which may only
+ *  lower it. */
+#ifndef ZBUF_IP_REASM_BYTES
+#define ZBUF_IP_REASM_BYTES (256u * 1024)
+#endif
+
+/** Fragments held per datagram; one more discards the datagram.  64 takes
+ *  a full 65535-byte datagram over a 1500-byte MTU (45 fragments), and
+ *  datagrams of up to about 35 KB over the minimum MTU of 576. */
+#ifndef ZBUF_IP_REASM_FRAGS
+#define ZBUF_IP_REASM_FRAGS 64
+#endif
+
+/** Time from a datagram's first fragment until an incomplete datagram is
+ *  freed (with ICMP time exceeded, code 1, to its sender if the fragment at
+ *  offset 0 had arrived), milliseconds (Linux: 30 s; RFC 791 suggests 15 s; RFC 1122's
+ *  60..120 s is the upper bound).  Run-time:
+ *  zbuf_ip_config_t::ip_reasm_timeout_ms. */
+#ifndef ZBUF_IP_REASM_TIMEOUT_MS
+#define ZBUF_IP_REASM_TIMEOUT_MS 30000
+#endif
 
 /* ------------------------------------------------------------------- UDP */
 
@@ -176,6 +225,16 @@
 #define ZBUF_IP_TCP_MAX_RETRIES 12
 #endif
 
+/** Zero-window probes a connection the application has given up
+ *  (zbuf_ip_tcp_close(), or a zbuf_ip_sock_close() with bytes still to
+ *  send) sends to a peer that keeps its window shut, before it resets the
+ *  connection and frees everything queued.  Without this bound such a peer
+ *  would pin the connection and its buffers forever.  Connections the
+ *  application still holds probe as long as the peer answers. */
+#ifndef ZBUF_IP_TCP_ORPHAN_PROBES
+#define ZBUF_IP_TCP_ORPHAN_PROBES 8
+#endif
+
 /** Retransmissions of a SYN or SYN-ACK before giving up. */
 #ifndef ZBUF_IP_TCP_SYN_RETRIES
 #define ZBUF_IP_TCP_SYN_RETRIES 6
@@ -197,6 +256,20 @@
 #define ZBUF_IP_TCP_CHALLENGE_ACKS 100
 #endif
 
+/** Segments in flight per connection at most (each has a 24-byte record of
+ *  its sending time and state for loss recovery; the records grow with the
+ *  flight).  More wait until some are acknowledged. */
+#ifndef ZBUF_IP_TCP_TX_SEGS_MAX
+#define ZBUF_IP_TCP_TX_SEGS_MAX 65536
+#endif
+
+/** Worst-case delayed-ACK time of a peer, milliseconds, added to the tail
+ *  loss probe timeout when only one segment is in flight (RFC 8985 7.2:
+ *  WCDelAckT). */
+#ifndef ZBUF_IP_TCP_TLP_DELACK_MS
+#define ZBUF_IP_TCP_TLP_DELACK_MS 200
+#endif
+
 /* ------------------------------------------------------ consistency checks */
 
 #if ZBUF_IP_MAX_NETIFS < 1 || ZBUF_IP_MAX_NETIFS > 64
@@ -213,6 +286,18 @@
 #endif
 #if ZBUF_IP_TTL < 1 || ZBUF_IP_TTL > 255
 #error "ZBUF_IP_TTL must be 1..255"
+#endif
+#if ZBUF_IP_REASM_MAX < 1 || ZBUF_IP_REASM_MAX > 1024
+#error "ZBUF_IP_REASM_MAX must be 1..1024"
+#endif
+#if ZBUF_IP_REASM_FRAGS < 2 || ZBUF_IP_REASM_FRAGS > 8192
+#error "ZBUF_IP_REASM_FRAGS must be 2..8192"
+#endif
+#if ZBUF_IP_REASM_BYTES < 4096
+#error "ZBUF_IP_REASM_BYTES must be at least 4096"
+#endif
+#if ZBUF_IP_REASM_TIMEOUT_MS < 1 || ZBUF_IP_REASM_TIMEOUT_MS > 120000
+#error "ZBUF_IP_REASM_TIMEOUT_MS must be 1..120000 (RFC 1122: at most 120 s)"
 #endif
 #if ZBUF_IP_TCP_PCBS < 2 || ZBUF_IP_UDP_PCBS < 1
 #error "need at least 2 TCP PCBs and 1 UDP PCB"
@@ -244,6 +329,9 @@
 #endif
 #if ZBUF_IP_TCP_BURST < 1 || ZBUF_IP_TCP_INIT_CWND < 1 || ZBUF_IP_TCP_OOO_SEGS < 0
 #error "burst and initial window must be at least 1"
+#endif
+#if ZBUF_IP_TCP_TX_SEGS_MAX < 16 || (ZBUF_IP_TCP_TX_SEGS_MAX & (ZBUF_IP_TCP_TX_SEGS_MAX - 1))
+#error "ZBUF_IP_TCP_TX_SEGS_MAX must be a power of two, at least 16"
 #endif
 
 #endif /* ZBUF_IP_OPTS_H */

@@ -1,0 +1,383 @@
+/* Loss recovery (RACK-TLP, SACK, PRR) and timestamps (RFC 7323) against a
+ * crafted peer that offers what Linux offers: MSS, SACK-permitted,
+ * timestamps, window scale.  Time is the harness's virtual clock; the peer
+ * answers 10 ms after each flight. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "support.h"
+#include "tcpfix.h"
+
+ZT_SUITE(recovery);
+
+#define PEER_ISN 5000u
+#define RTT_MS 10u
+#define SEG 1448u /* 1460 less the timestamps option */
+
+/* The crafted peer: its TSval advances by one per millisecond. */
+typedef struct peer {
+    zh_single_t u;
+    ep_t e;
+    uint32_t iss;      /* our ISS */
+    uint32_t tsecr;    /* the stack's latest TSval, echoed back */
+} peer_t;
+
+static uint32_t peer_tsval(const peer_t *p)
+{
+    return (uint32_t)p->u.now * 3u + 7u;
+}
+
+/* Send a segment from the peer: timestamps always, SACK blocks when
+ * `nsack` > 0 (pairs of byte offsets from our ISS + 1). */
+static int peer_send(peer_t *p, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t tsval,
+                     const uint32_t (*sack)[2], int nsack, const char *data)
+{
+    uint8_t o[40] = {1, 1, 8, 10};
+    o[4] = (uint8_t)(tsval >> 24), o[5] = (uint8_t)(tsval >> 16);
+    o[6] = (uint8_t)(tsval >> 8), o[7] = (uint8_t)tsval;
+    o[8] = (uint8_t)(p->tsecr >> 24), o[9] = (uint8_t)(p->tsecr >> 16);
+    o[10] = (uint8_t)(p->tsecr >> 8), o[11] = (uint8_t)p->tsecr;
+    size_t n = 12;
+    if (nsack > 0) {
+        o[n++] = 1;
+        o[n++] = 1;
+        o[n++] = 5;
+        o[n++] = (uint8_t)(2 + 8 * nsack);
+        for (int b = 0; b < nsack; b++)
+            for (int w = 0; w < 2; w++, n += 4) {
+                uint32_t v = p->iss + 1 + sack[b][w];
+                o[n] = (uint8_t)(v >> 24), o[n + 1] = (uint8_t)(v >> 16);
+                o[n + 2] = (uint8_t)(v >> 8), o[n + 3] = (uint8_t)v;
+            }
+    }
+    uint8_t f[2048];
+    size_t len = zh_tcp_frame(f, 4000, 80, seq, ack, flags, 65535, o, n, (const uint8_t *)data,
+                              data ? strlen(data) : 0);
+    return zh_input(&p->u, f, len, 0);
+}
+
+/* An ACK from the peer of our byte offset `acked`, with SACK blocks. */
+static void peer_ack(peer_t *p, uint32_t acked, const uint32_t (*sack)[2], int nsack)
+{
+    peer_send(p, PEER_ISN + 1, p->iss + 1 + acked, 0x10, peer_tsval(p), sack, nsack, NULL);
+}
+
+/* Remember the TSval of the latest segment the stack sent (to echo it). */
+static void peer_note(peer_t *p)
+{
+    for (int i = 0; i < p->u.ntx; i++) {
+        zh_tcp_seg_t s;
+        if (zh_tx_tcp(&p->u, i, &s) && s.has_ts)
+            p->tsecr = s.tsval;
+    }
+}
+
+static void peer_open(peer_t *p)
+{
+    memset(p, 0, sizeof *p);
+    zh_single_init(&p->u, NULL);
+    ep_listen(&p->e, p->u.s, 80);
+    zh_learn_peer(&p->u);
+    static const uint8_t syn_opts[20] = {
+        2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 100, 0, 0, 0, 0, 1, 3, 3, 7,
+    };
+    uint8_t f[256];
+    size_t n = zh_tcp_frame(f, 4000, 80, PEER_ISN, 0, 0x02, 65535, syn_opts, sizeof syn_opts,
+                            NULL, 0);
+    zh_input(&p->u, f, n, 0);
+    zh_tcp_seg_t sa;
+    cr_assert(zh_tx_tcp(&p->u, 0, &sa));
+    cr_assert(sa.has_ts, "timestamps answered in the SYN-ACK");
+    cr_assert_eq(sa.tsecr, 100);
+    p->iss = sa.seq;
+    p->tsecr = sa.tsval;
+    zh_single_clear(&p->u);
+    p->u.now += RTT_MS;
+    peer_send(p, PEER_ISN + 1, p->iss + 1, 0x10, peer_tsval(p), NULL, 0, NULL);
+    cr_assert_eq(p->e.accepted, 1);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p->e.pcb, &in);
+    cr_assert(in.ts_ok && in.sack_ok);
+    cr_assert_eq(in.mss, SEG);
+    cr_assert_eq(in.srtt_ms, RTT_MS, "handshake RTT from the echoed timestamp");
+}
+
+static void peer_close(peer_t *p)
+{
+    zbuf_ip_tcp_abort(p->e.pcb);
+    zbuf_ip_tcp_close(p->e.listener);
+    ep_fini(&p->e);
+    zh_single_fini(&p->u);
+}
+
+/* Queue `nseg` full segments of data. */
+static void write_segs(peer_t *p, unsigned nseg)
+{
+    static char data[64 * SEG];
+    cr_assert_leq(nseg, 64);
+    zbuf_t *z;
+    zbuf_create(&z);
+    zbuf_append_buf(z, data, (size_t)nseg * SEG, NULL, NULL);
+    cr_assert_eq(zbuf_ip_tcp_write(p->e.pcb, z), 0);
+}
+
+/* Queue `nseg` segments, check how many the first flight holds, and let
+ * one RTT pass (the captured frames dropped, their TSval noted). */
+static void first_flight(peer_t *p, unsigned nseg, int expect)
+{
+    write_segs(p, nseg);
+    cr_assert_eq(p->u.ntx, expect, "first flight");
+    peer_note(p);
+    zh_single_clear(&p->u);
+    p->u.now += RTT_MS;
+}
+
+/* Did the stack send the data segment at byte offset `off` (captured)? */
+static int sent_at(peer_t *p, uint32_t off)
+{
+    int n = 0;
+    for (int i = 0; i < p->u.ntx; i++) {
+        zh_tcp_seg_t s;
+        if (zh_tx_tcp(&p->u, i, &s) && s.dlen > 0 && s.seq == p->iss + 1 + off)
+            n++;
+    }
+    return n;
+}
+
+/* Run the stack's timers until `ms` of virtual time passed. */
+static void advance(peer_t *p, uint64_t ms)
+{
+    uint64_t end = p->u.now + ms;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t d = zbuf_ip_next_deadline(p->u.s);
+        if (d > end)
+            break;
+        p->u.now = d > p->u.now ? d : p->u.now;
+        zbuf_ip_poll(p->u.s);
+    }
+    p->u.now = end;
+}
+
+static zbuf_ip_stats_t stats(peer_t *p)
+{
+    zbuf_ip_stats_t st;
+    zbuf_ip_stats(p->u.s, &st);
+    return st;
+}
+
+Test(recovery, one_sacked_segment_arms_the_rack_timer_which_resends_the_hole)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 10, 10);
+    /* Segment 0 lost: only segment 1 is reported.  One SACKed segment is not
+     * proof of a loss (it may be reordering): RACK waits a quarter RTT. */
+    static const uint32_t s1[1][2] = {{SEG, 2 * SEG}};
+    peer_ack(&p, 0, s1, 1);
+    cr_assert_eq(sent_at(&p, 0), 0, "not yet: within the reordering window");
+    uint64_t d = zbuf_ip_next_deadline(p.u.s);
+    cr_assert_leq(d, p.u.now + RTT_MS / 4 + 1, "the RACK timer, long before the RTO");
+    advance(&p, RTT_MS / 4 + 1);
+    cr_assert_eq(sent_at(&p, 0), 1, "the hole resent when the RACK timer fired");
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_rack_losses, 1);
+    cr_assert_eq(st.tcp_fast_retransmits, 1);
+    cr_assert_eq(st.tcp_rto, 0);
+    peer_note(&p);
+    p.u.now += RTT_MS;
+    peer_ack(&p, 10 * SEG, NULL, 0);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.unacked, 0);
+    cr_assert_eq(stats(&p).tcp_rto, 0);
+    cr_assert_eq(stats(&p).tcp_retransmits, 1, "only the lost segment went twice");
+    peer_close(&p);
+}
+
+Test(recovery, three_sacked_segments_resend_the_hole_at_once)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 10, 10);
+    static const uint32_t s3[1][2] = {{SEG, 4 * SEG}};
+    peer_ack(&p, 0, s3, 1);
+    cr_assert_eq(sent_at(&p, 0), 1, "fast retransmit on the ACK itself");
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.sacked_bytes, 3 * SEG);
+    cr_assert_eq(in.ssthresh, 10 * SEG / 2);
+    cr_assert_eq(stats(&p).tcp_rto, 0);
+    peer_close(&p);
+}
+
+Test(recovery, lost_tail_is_repaired_by_a_loss_probe_without_rto)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 10, 10);
+    peer_ack(&p, 8 * SEG, NULL, 0); /* segments 8 and 9 lost: nothing follows them */
+    cr_assert_eq(p.u.ntx, 0);
+    uint64_t d = zbuf_ip_next_deadline(p.u.s);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_lt(d - p.u.now, in.rto_ms, "the probe comes before the RTO");
+    cr_assert_leq(d - p.u.now, 2 * RTT_MS + 2, "PTO = 2 SRTT (+ clock granularity)");
+    advance(&p, d - p.u.now);
+    cr_assert_eq(p.u.ntx, 1, "one probe");
+    cr_assert_eq(sent_at(&p, 9 * SEG), 1, "no new data: the last segment goes again");
+    cr_assert_eq(stats(&p).tcp_tlp, 1);
+    peer_note(&p);
+    zh_single_clear(&p.u);
+    /* The probe draws a SACK for segment 9: RACK finds segment 8 lost. */
+    p.u.now += RTT_MS;
+    static const uint32_t s9[1][2] = {{9 * SEG, 10 * SEG}};
+    peer_ack(&p, 8 * SEG, s9, 1);
+    advance(&p, RTT_MS / 4 + 1);
+    cr_assert_eq(sent_at(&p, 8 * SEG), 1, "segment 8 resent after the probe's ACK");
+    peer_note(&p);
+    p.u.now += RTT_MS;
+    peer_ack(&p, 10 * SEG, NULL, 0);
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.unacked, 0);
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_rto, 0);
+    cr_assert_eq(st.tcp_tlp, 1);
+    cr_assert_geq(st.tcp_rack_losses, 1);
+    peer_close(&p);
+}
+
+Test(recovery, lost_retransmission_is_detected_and_sent_again_without_rto)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 20, 10);
+    static const uint32_t s3[1][2] = {{SEG, 4 * SEG}};
+    peer_ack(&p, 0, s3, 1);
+    cr_assert_eq(sent_at(&p, 0), 1, "fast retransmit");
+    cr_assert_eq(sent_at(&p, 10 * SEG), 1, "PRR lets new data follow it");
+    peer_note(&p);
+    zh_single_clear(&p.u);
+    /* The retransmission of segment 0 is lost too; the new segment sent
+     * with (after) it arrives, with the rest of the first flight. */
+    p.u.now += RTT_MS;
+    static const uint32_t s10[2][2] = {{10 * SEG, 11 * SEG}, {SEG, 10 * SEG}};
+    peer_ack(&p, 0, s10, 2);
+    advance(&p, 1);
+    cr_assert_eq(sent_at(&p, 0), 1, "segment 0 a third time, no timeout");
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_lost_retransmits, 1);
+    cr_assert_eq(st.tcp_rto, 0);
+    cr_assert_eq(st.tcp_fast_retransmits, 1, "one recovery episode");
+    peer_close(&p);
+}
+
+Test(recovery, timestamps_are_carried_and_echo_the_left_edge)
+{
+    peer_t p;
+    peer_open(&p);
+    write_segs(&p, 2);
+    cr_assert_eq(p.u.ntx, 2);
+    zh_tcp_seg_t a, b;
+    cr_assert(zh_tx_tcp(&p.u, 0, &a));
+    cr_assert(a.has_ts, "data segments carry timestamps");
+    cr_assert_eq(a.hlen, 32, "header plus NOP NOP TS");
+    cr_assert_eq(a.dlen, SEG, "payload + options fit the peer's MSS");
+    uint32_t ts0 = a.tsval;
+    zh_single_clear(&p.u);
+    /* The peer's data at the left edge: its TSval becomes TS.Recent. */
+    p.u.now += 5;
+    uint32_t tv = peer_tsval(&p);
+    peer_send(&p, PEER_ISN + 1, p.iss + 1, 0x18, tv, NULL, 0, "x");
+    p.u.now += 50;
+    zbuf_ip_poll(p.u.s); /* the delayed ACK */
+    cr_assert_geq(p.u.ntx, 1);
+    cr_assert(zh_tx_tcp(&p.u, p.u.ntx - 1, &b));
+    cr_assert(b.has_ts);
+    cr_assert_eq(b.tsecr, tv, "TSecr echoes the left-edge segment");
+    cr_assert_eq(b.tsval - ts0, 55, "TSval follows the millisecond clock");
+    /* A segment above the left edge is acknowledged but does not move
+     * TS.Recent (RFC 7323 4.3). */
+    zh_single_clear(&p.u);
+    p.u.now += 1;
+    peer_send(&p, PEER_ISN + 10, p.iss + 1, 0x18, tv + 100, NULL, 0, "later");
+    cr_assert(zh_tx_tcp(&p.u, p.u.ntx - 1, &b));
+    cr_assert_eq(b.tsecr, tv);
+    peer_close(&p);
+}
+
+Test(recovery, timestamp_offsets_differ_per_connection)
+{
+    peer_t p, q;
+    peer_open(&p);
+    zh_tcp_seg_t a, b;
+    write_segs(&p, 1);
+    cr_assert(zh_tx_tcp(&p.u, 0, &a));
+    peer_close(&p);
+    /* Same stack key, another port: another offset. */
+    memset(&q, 0, sizeof q);
+    zh_single_init(&q.u, NULL);
+    ep_listen(&q.e, q.u.s, 80);
+    zh_learn_peer(&q.u);
+    const uint8_t syn_opts[12] = {1, 1, 8, 10, 0, 0, 0, 100, 0, 0, 0, 0};
+    uint8_t f[256];
+    size_t n = zh_tcp_frame(f, 4001, 80, PEER_ISN, 0, 0x02, 65535, syn_opts, sizeof syn_opts,
+                            NULL, 0);
+    zh_input(&q.u, f, n, 0);
+    cr_assert(zh_tx_tcp(&q.u, 0, &b));
+    cr_assert(b.has_ts);
+    uint32_t d = b.tsval - a.tsval;
+    cr_assert(d > 100000 && d < 0xfffe0000u, "TSval offset step %u looks predictable", d);
+    zbuf_ip_tcp_close(q.e.listener);
+    zh_single_fini(&q.u);
+}
+
+Test(recovery, paws_drops_an_old_timestamp_but_not_a_reset)
+{
+    peer_t p;
+    peer_open(&p);
+    uint32_t tv = peer_tsval(&p) + 1000;
+    peer_send(&p, PEER_ISN + 1, p.iss + 1, 0x18, tv, NULL, 0, "new");
+    cr_assert_eq(p.e.rx_bytes, 3);
+    zh_single_clear(&p.u);
+    /* The next bytes, in order, but stamped before TS.Recent: an old
+     * duplicate from an earlier wrap of the sequence space. */
+    peer_send(&p, PEER_ISN + 4, p.iss + 1, 0x18, tv - 10, NULL, 0, "old");
+    cr_assert_eq(p.e.rx_bytes, 3, "dropped");
+    cr_assert_eq(stats(&p).tcp_paws_drops, 1);
+    cr_assert_eq(p.u.ntx, 1, "answered with an ACK");
+    zh_tcp_seg_t c;
+    cr_assert(zh_tx_tcp(&p.u, 0, &c));
+    cr_assert_eq(c.ack, PEER_ISN + 4);
+    /* Timestamps within the window are fine again. */
+    peer_send(&p, PEER_ISN + 4, p.iss + 1, 0x18, tv, NULL, 0, "now");
+    cr_assert_eq(p.e.rx_bytes, 6);
+    /* A RST with an old timestamp still resets: RSTs skip PAWS. */
+    peer_send(&p, PEER_ISN + 7, 0, 0x04, tv - 500, NULL, 0, NULL);
+    cr_assert_eq(p.e.errors, 1);
+    cr_assert_eq(p.e.err, -ECONNRESET);
+    zbuf_ip_tcp_close(p.e.listener);
+    ep_fini(&p.e);
+    zh_single_fini(&p.u);
+}
+
+Test(recovery, retransmitted_data_gives_an_rtt_sample_with_timestamps)
+{
+    peer_t p;
+    peer_open(&p);
+    write_segs(&p, 1);
+    zh_single_clear(&p.u);
+    /* No answer: the segment times out (one probe first) and goes again. */
+    advance(&p, 1500);
+    cr_assert_geq(stats(&p).tcp_rto, 1);
+    peer_note(&p);
+    cr_assert_geq(sent_at(&p, 0), 1);
+    zh_single_clear(&p.u);
+    /* Its ACK echoes the retransmission: a valid sample of 30 ms, which
+     * Karn's rule would have to discard without timestamps. */
+    p.u.now += 30;
+    peer_ack(&p, SEG, NULL, 0);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.unacked, 0);
+    cr_assert_gt(in.srtt_ms, RTT_MS, "the 30 ms sample moved SRTT");
+    peer_close(&p);
+}
