@@ -222,7 +222,7 @@ int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
         return -EINVAL;
     for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
         zbuf_ip_netif_t *n = &s->netifs[i];
-        if (n->in_use)
+        if (n->in_use || n->detach_pending)
             continue;
         memset(n, 0, sizeof *n);
         n->stack = s;
@@ -248,9 +248,26 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
         if (s->arp[i].state != ARP_FREE && s->arp[i].nif == nif)
             arp_drop_entry(&s->arp[i]);
     zbuf_ip__reasm_flush(s, nif);
-    nif->in_use = false;
+    nif->in_use = false; /* no more frames in or out */
+    if (nif->polling) {
+        /* Called from a callback of this driver's own poll(), which still
+         * runs and may still use its context: detach once it returned. */
+        nif->detach_pending = true;
+        return;
+    }
     if (nif->drv.detach)
         nif->drv.detach(nif->ctx);
+}
+
+zbuf_ip_netif_t *zbuf_ip_netif_next(zbuf_ip_stack_t *s, zbuf_ip_netif_t *prev)
+{
+    if (s == NULL)
+        return NULL;
+    int i = prev ? (int)(prev - s->netifs) + 1 : 0;
+    for (; i >= 0 && i < ZBUF_IP_MAX_NETIFS; i++)
+        if (s->netifs[i].in_use)
+            return &s->netifs[i];
+    return NULL;
 }
 
 zbuf_ip_stack_t *zbuf_ip_netif_stack(const zbuf_ip_netif_t *nif)
@@ -491,9 +508,22 @@ zbuf_ip_netif_t *zbuf_ip__route(zbuf_ip_stack_t *s, uint32_t dst)
     return gw;
 }
 
-static uint16_t ip_id_next(zbuf_ip_stack_t *s)
+/* Identification of a datagram that must be fragmented (RFC 7739 5.3):
+ * one of ZBUF_IP__ID_BUCKETS counters picked by a keyed hash of
+ * (source, destination, protocol), plus a keyed offset.  Successive
+ * datagrams to one destination get distinct ids, and an observer learns
+ * nothing about the traffic to others, unlike with one global counter (the
+ * "idle scan").  Datagrams that fit go with DF and id 0, as RFC 6864 allows
+ * for atomic datagrams. */
+static uint16_t ip_id_next(zbuf_ip_stack_t *s, uint32_t src, uint32_t dst, uint8_t proto)
 {
-    return (uint16_t)(s->st.tx_frames * 0x9e37u + 1);
+    uint8_t b[9];
+    put32(b, src);
+    put32(b + 4, dst);
+    b[8] = proto;
+    uint64_t h = zbuf_ip__siphash(s->cfg.isn_key, b, sizeof b);
+    uint16_t *c = &s->ip_ids[h % ZBUF_IP__ID_BUCKETS];
+    return (uint16_t)(++*c + (uint16_t)(h >> 32));
 }
 
 /* The addressing of one datagram on its way out. */
@@ -565,11 +595,13 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
         return -EMSGSIZE;
     }
     struct ip_tx t = {.nif = nif, .src = src ? src : nif->cfg.addr, .dst = dst,
-                      .nexthop = dst, .id = ip_id_next(s), .proto = proto};
+                      .nexthop = dst, .id = 0, .proto = proto};
     if (dst != 0xffffffffu && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
         t.nexthop = nif->cfg.gateway;
-    if (total > nif->cfg.mtu)
+    if (total > nif->cfg.mtu) {
+        t.id = ip_id_next(s, t.src, dst, proto);
         return ip_fragment(s, &t, pkt);
+    }
     return ip_send(&t, pkt, 0x4000); /* DF on what fits: path MTU discovery */
 }
 
@@ -952,9 +984,16 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
     for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
         zbuf_ip_netif_t *nif = &s->netifs[i];
         if (nif->in_use && nif->drv.poll) {
+            nif->polling = true;
             int r = nif->drv.poll(nif->ctx, ZBUF_IP_POLL_BUDGET);
+            nif->polling = false;
             if (r > 0)
                 n += r;
+            if (nif->detach_pending) {
+                nif->detach_pending = false;
+                if (nif->drv.detach)
+                    nif->drv.detach(nif->ctx);
+            }
         }
     }
     /* The clock was read on entry; the driver polls above take microseconds,

@@ -102,6 +102,8 @@ struct zbuf_ip_netif {
     zbuf_ip_driver_t drv;
     void *ctx;
     bool in_use;
+    bool polling;           /* its driver's poll() is running */
+    bool detach_pending;    /* removed from inside that poll: detach when it returns */
 };
 
 enum arp_state { ARP_FREE = 0, ARP_PENDING, ARP_VALID };
@@ -143,6 +145,8 @@ struct zbuf_ip_stack {
     uint64_t challenge_window; /* start of the current 1-second window */
     unsigned challenge_count;
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
+#define ZBUF_IP__ID_BUCKETS 64
+    uint16_t ip_ids[ZBUF_IP__ID_BUCKETS]; /* IPv4 id counters of fragmented datagrams */
     struct ip_reasm *reasm[ZBUF_IP_REASM_MAX]; /* NULL: free slot */
     uint64_t reasm_seq;     /* creation counter: the smallest alive is the oldest */
     zbuf_ip_stats_t st;

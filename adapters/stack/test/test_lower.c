@@ -437,3 +437,95 @@ Test(lower, arp_entries_age_out_and_are_asked_for_again)
     zbuf_ip_udp_delete(pcb);
     zh_single_fini(&u);
 }
+
+/* A driver whose context dies in detach(), and whose poll() keeps using it
+ * after handing each frame up: removing its interface from a receive
+ * callback must wait for the poll to return. */
+struct dying_driver {
+    zbuf_ip_netif_t *nif;
+    uint8_t frame[200];
+    size_t len;
+    int to_deliver, delivered;
+    int *detached;
+};
+
+static int dying_poll(void *ctx, unsigned budget)
+{
+    struct dying_driver *d = ctx;
+    int n = 0;
+    while (d->to_deliver > 0 && (unsigned)n < budget) {
+        zbuf_t *z;
+        zbuf_create(&z);
+        zbuf_append_copy(z, d->frame, d->len);
+        d->to_deliver--;
+        zbuf_ip_netif_input(d->nif, z); /* may remove the interface */
+        d->delivered++;                 /* ASan: the context must still be alive */
+        n++;
+    }
+    return n;
+}
+
+static void dying_detach(void *ctx)
+{
+    struct dying_driver *d = ctx;
+    ++*d->detached;
+    free(d);
+}
+
+static int dying_transmit(void *ctx, zbuf_t *frame)
+{
+    (void)ctx;
+    zbuf_delete(frame);
+    return 0;
+}
+
+struct remover {
+    zbuf_ip_netif_t *nif;
+    int got;
+};
+
+static void remove_on_recv(void *arg, zbuf_ip_udp_t *u, zbuf_t *d, uint32_t src, uint16_t sport)
+{
+    (void)u;
+    (void)src;
+    (void)sport;
+    struct remover *r = arg;
+    r->got++;
+    zbuf_delete(d);
+    zbuf_ip_netif_remove(r->nif);
+    zbuf_ip_netif_remove(r->nif); /* twice: still one detach */
+}
+
+Test(lower, netif_removed_from_inside_its_own_drivers_poll_detaches_after_it)
+{
+    zbuf_ip_stack_t *s;
+    cr_assert_eq(zbuf_ip_stack_create(NULL, &s), 0);
+    int detached = 0;
+    struct dying_driver *d = calloc(1, sizeof *d);
+    d->detached = &detached;
+    d->len = udp_frame(d->frame, 1234, 7, (const uint8_t *)"abc", 3, true);
+    d->to_deliver = 5;
+    static const zbuf_ip_driver_t drv = {
+        .transmit = dying_transmit, .poll = dying_poll, .detach = dying_detach};
+    zbuf_ip_netif_config_t nc = {.addr = ZH_A, .prefix_len = 24};
+    memcpy(nc.mac, zh_mac_a, 6);
+    cr_assert_eq(zbuf_ip_netif_add(s, &nc, &drv, d, &d->nif), 0);
+    zbuf_ip_netif_t *nif = d->nif;
+    cr_assert_eq(zbuf_ip_netif_next(s, NULL), nif);
+    cr_assert_null(zbuf_ip_netif_next(s, nif));
+
+    zbuf_ip_udp_t *pcb;
+    zbuf_ip_udp_new(s, &pcb);
+    zbuf_ip_udp_bind(pcb, ZBUF_IP_ANY, 7);
+    struct remover r = {nif, 0};
+    zbuf_ip_udp_set_recv(pcb, remove_on_recv, &r);
+
+    cr_assert_eq(zbuf_ip_poll(s), 5, "the driver delivered its five frames");
+    cr_assert_eq(r.got, 1, "frames after the removal are dropped");
+    cr_assert_eq(detached, 1, "detached once, after the poll returned");
+    cr_assert_null(zbuf_ip_netif_next(s, NULL));
+    zbuf_ip_netif_remove(nif); /* a removed interface: no-op */
+    cr_assert_eq(detached, 1);
+    zbuf_ip_udp_delete(pcb);
+    zbuf_ip_stack_delete(s);
+}

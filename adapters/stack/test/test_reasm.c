@@ -683,3 +683,43 @@ Test(reasm, ping_above_the_mtu_between_stacks_is_answered)
     cr_assert_eq(released, 1);
     zh_pair_fini(&p);
 }
+
+static uint16_t tx_ip_id(zh_single_t *u, int i)
+{
+    uint8_t f[1600];
+    cr_assert_geq(zh_tx_bytes(u, i, f, sizeof f), 14 + 20);
+    return (uint16_t)(f[14 + 4] << 8 | f[14 + 5]);
+}
+
+Test(reasm, identification_is_zero_with_df_and_distinct_per_fragmented_datagram)
+{
+    zh_single_t u;
+    zh_single_init(&u, NULL);
+    zh_learn_b(&u);
+    zbuf_ip_udp_t *pcb;
+    cr_assert_eq(zbuf_ip_udp_new(u.s, &pcb), 0);
+    static uint8_t small[100], big[3000];
+    uint16_t ids[3];
+    for (int k = 0; k < 3; k++) {
+        zh_single_clear(&u);
+        zbuf_t *z;
+        zbuf_create(&z);
+        zbuf_append_buf(z, big, sizeof big, NULL, NULL);
+        cr_assert_eq(zbuf_ip_udp_sendto(pcb, z, ZH_B, 9), 0);
+        cr_assert_eq(u.ntx, 3);
+        ids[k] = tx_ip_id(&u, 0);
+        cr_assert_eq(tx_ip_id(&u, 1), ids[k]);
+        cr_assert_eq(tx_ip_id(&u, 2), ids[k]);
+    }
+    cr_assert(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+              "ids %u %u %u", ids[0], ids[1], ids[2]);
+    zh_single_clear(&u);
+    zbuf_t *z;
+    zbuf_create(&z);
+    zbuf_append_buf(z, small, sizeof small, NULL, NULL);
+    cr_assert_eq(zbuf_ip_udp_sendto(pcb, z, ZH_B, 9), 0);
+    cr_assert_eq(u.ntx, 1);
+    cr_assert_eq(tx_ip_id(&u, 0), 0, "an atomic datagram (DF) carries id 0");
+    zbuf_ip_udp_delete(pcb);
+    zh_single_fini(&u);
+}

@@ -24,8 +24,9 @@
  * **Protocols.** Ethernet II, ARP (cache with aging, packets queued while
  * resolving), IPv4 (options ignored; fragments reassembled within the limits
  * of <zbuf/ip_opts.h>, without copying, and datagrams larger than the MTU
- * sent as fragments), ICMP echo (and time exceeded when a reassembly
- * times out), UDP and
+ * sent as fragments with keyed per-destination identifications, RFC
+ * 7739; datagrams that fit go with DF and identification 0, RFC 6864),
+ * ICMP echo (and time exceeded when a reassembly times out), UDP and
  * TCP: RFC 9293 state machine with simultaneous open and close and
  * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK, MSS, window scaling and
  * timestamps with PAWS (RFC 7323; timestamp clock offset per connection by
@@ -308,9 +309,27 @@ ZBUF_EXPORT int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config
                                   const zbuf_ip_driver_t *drv, void *ctx,
                                   zbuf_ip_netif_t **out);
 
-/** @brief Remove an interface: its ARP entries and queued packets go, the
- *         driver's detach callback runs.  NULL is a no-op. */
+/**
+ * @brief Remove an interface: its ARP entries, queued packets and fragments
+ *        go, the driver's detach callback runs.  NULL is a no-op.
+ *
+ * Safe from any callback of the stack, including one running inside this
+ * very driver's poll() (a receive callback fed by it): the interface stops
+ * taking and sending frames at once, and the detach callback is deferred
+ * until that poll() has returned, so the driver never loses its context
+ * while still running.
+ */
 ZBUF_EXPORT void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif);
+
+/**
+ * @brief Walk a stack's interfaces: the first one for @p prev NULL, else
+ *        the one after @p prev; NULL after the last.
+ *
+ * For integrations that must find every interface (the libuv one watches
+ * each TAP descriptor).  Removing the interface returned ends the walk's
+ * validity for it: take the next one first.
+ */
+ZBUF_EXPORT zbuf_ip_netif_t *zbuf_ip_netif_next(zbuf_ip_stack_t *s, zbuf_ip_netif_t *prev);
 
 /**
  * @brief Hand a received Ethernet frame to the stack (for drivers).

@@ -286,6 +286,15 @@ int zbuf_ip_uv_attach(uv_loop_t *loop, zbuf_ip_stack_t *s, zbuf_ip_uv_t **out)
             uv_close((uv_handle_t *)&h->prepare, on_core_closed);
         return rc;
     }
+    /* TAP interfaces opened before the attach are watched too. */
+    for (zbuf_ip_netif_t *nif = zbuf_ip_netif_next(s, NULL); nif; nif = zbuf_ip_netif_next(s, nif)) {
+        if (zbuf_ip_tap_fd(nif) < 0)
+            continue;
+        if ((rc = zbuf_ip_uv_watch(h, nif)) != 0) {
+            zbuf_ip_uv_close(h, NULL, NULL); /* h goes with its last handle */
+            return rc;
+        }
+    }
     *out = h;
     return 0;
 }

@@ -143,14 +143,18 @@ typedef struct zbuf_ip_uv_stats {
 
 /**
  * @brief Attach stack @p s to @p loop: from now on the loop polls the stack
- *        whenever it has timer work.  Add descriptors with zbuf_ip_uv_watch().
+ *        whenever it has timer work, and whenever the descriptor of one of
+ *        its TAP interfaces is readable.  The TAP interfaces the stack has
+ *        now are watched at once; add later ones with zbuf_ip_uv_tap_open()
+ *        or zbuf_ip_uv_watch().
  *
  * @param loop  borrowed until the close callback runs.
  * @param s     borrowed until the close callback runs; stays the caller's.
  *              Its clock must follow real time (see the file comment).
  * @param[out] out  receives the integration; end it with zbuf_ip_uv_close().
  * @return 0; `-EINVAL` (a NULL argument); `-ENOMEM`; an error of
- *         `uv_timer_init()` or `uv_prepare_init()`.
+ *         `uv_timer_init()`, `uv_prepare_init()` or `uv_poll_init()`
+ *         (nothing stays attached then).
  */
 ZBUF_IP_UV_EXPORT int zbuf_ip_uv_attach(uv_loop_t *loop, zbuf_ip_stack_t *s, zbuf_ip_uv_t **out);
 
