@@ -17,8 +17,9 @@
  *   frames sent to an in-memory link) is accounted for before the loop
  *   sleeps, without the application doing anything;
  * - one `uv_poll_t` per interface that has a descriptor (a TAP interface,
- *   zbuf_ip_tap_fd() >= 0), added with zbuf_ip_uv_watch() or opened with
- *   zbuf_ip_uv_tap_open().
+ *   zbuf_ip_tap_fd() >= 0): those the stack has at attach time, those
+ *   opened with zbuf_ip_uv_tap_open() and those added with
+ *   zbuf_ip_uv_watch().
  *
  * **Busy interfaces.**  One zbuf_ip_poll() takes at most
  * #ZBUF_IP_POLL_BUDGET frames from each driver, so a busy interface never
