@@ -22,8 +22,8 @@ cmake --build "$root/build/bench" -j"$(nproc)" --target bench_stack bench_lwip >
   { tail -n 60 "$log" >&2; exit 1; }
 
 bin=$root/build/bench/adapters/stack/bench
-rows=$(mktemp)
-trap 'rm -f "$rows"' EXIT
+rows=$root/build/bench-stack-rows.txt # every run's row, kept for a closer look
+: >"$rows"
 for r in $(seq "$rounds"); do
   echo "==> round $r/$rounds" >&2
   "$bin/bench_stack" --bytes "$bytes" --runs 1 >>"$rows"
@@ -45,14 +45,20 @@ for line in open(rows):
     data[f[0]][0].append(float(f[1]))
     data[f[0]][1].append(float(f[2]))
 med = {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in data.items()}
-lw = med.get('lwip', (0, 0))[1]
-lo = med.get('loopback', (0, 0))[1]
-print(f"Bulk TCP, {nbytes >> 20} MiB per run, median of {rounds} interleaved rounds.\n")
+
+# The machine's speed drifts (a shared VM): compare within each round, where
+# the runs are seconds apart, and take the median of those ratios.
+def ratio(k, ref):
+    if ref not in data or len(data[ref][1]) != len(data[k][1]):
+        return "-"
+    r = sorted(a / b for a, b in zip(data[k][1], data[ref][1]))
+    return f"{statistics.median(r):.2f} ({r[0]:.2f}-{r[-1]:.2f})"
+
+print(f"Bulk TCP, {nbytes >> 20} MiB per run, {rounds} interleaved rounds: medians, and for the "
+      "ratios the median (range) of the per-round ratios.\n")
 print("| configuration | MB/s (wall) | MB per CPU-second | x lwIP (CPU) | x loopback (CPU) | bytes copied per payload byte |")
 print("| --- | ---: | ---: | ---: | ---: | --- |")
 for k in order:
     w, c = med[k]
-    rl = f"{c / lw:.2f}" if lw else "-"
-    ro = f"{c / lo:.2f}" if lo else "-"
-    print(f"| {k} | {w:.0f} | {c:.0f} | {rl} | {ro} | {data[k][2]} |")
+    print(f"| {k} | {w:.0f} | {c:.0f} | {ratio(k, 'lwip')} | {ratio(k, 'loopback')} | {data[k][2]} |")
 PY
