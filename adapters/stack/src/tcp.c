@@ -2246,10 +2246,51 @@ void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *z, uint32_t src, uint32_t ds
 
 /* ---------------------------------------------------------------- timers */
 
+#ifdef TCP_RTO_TRACE
+#include <stdio.h>
+static uint64_t trace_last_rx[2], trace_last_tx[2];
+static void rto_trace(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    int side = (int)(t->laddr & 1);
+    uint64_t newest = 0;
+    unsigned nsack = 0, nlost = 0, nretr = 0, nplain = 0, never = 0;
+    for (uint32_t i = 0; i < t->rq_n; i++) {
+        struct txseg *r = rq_at(t, i);
+        if (r->xmit > newest) newest = r->xmit;
+        if (r->flags & TX_SACKED) nsack++;
+        else if (r->flags & TX_RETRANS) nretr++;
+        else if (r->flags & TX_LOST) nlost++;
+        else nplain++;
+        if (r->flags & TX_EVER_RETRANS) never++;
+    }
+    size_t qlen = zbuf_length(t->sndq);
+    fprintf(stderr, "RTO side %d now %llu st %d flight %u segs %u [sack %u retr %u lost %u plain %u ever %u] "
+            "sacked %u lost %u retr %u rec %d tlpv %d tlpr %d snd_wnd %u cwnd %u ssth %u pipe %u unsent %zu "
+            "nrexmit %u rto %u srtt %u minrtt %u since_rx %llu since_tx %llu newest_age %llu head_age %llu head_flags %x rackv %d rack_age %llu dupacks %u\n",
+            side, (unsigned long long)s->now, t->state, t->snd_max - t->snd_una, t->rq_n, nsack, nretr, nlost, nplain, never,
+            t->sacked_out, t->lost_out, t->retrans_out, t->in_recovery, t->tlp_valid, t->tlp_retrans,
+            t->snd_wnd, t->cwnd, t->ssthresh, tcp_pipe(t), qlen - (t->snd_max - t->snd_una > qlen ? qlen : t->snd_max - t->snd_una),
+            t->nrexmit, t->rto, t->srtt8 >> 3, t->min_rtt,
+            (unsigned long long)(s->now - trace_last_rx[side]), (unsigned long long)(s->now - trace_last_tx[side]),
+            (unsigned long long)(s->now - newest), t->rq_n ? (unsigned long long)(s->now - rq_at(t, 0)->xmit) : 0ull,
+            t->rq_n ? rq_at(t, 0)->flags : 0, t->rack_valid, (unsigned long long)(s->now - t->rack_xmit), t->dupacks);
+    for (uint32_t i = 0; i < t->rq_n && i < 12; i++) {
+        struct txseg *r = rq_at(t, i);
+        fprintf(stderr, "   rec %u seq+%u len %u flags %x age %llu\n", i, r->seq - t->snd_una, seg_len(r), r->flags,
+                (unsigned long long)(s->now - r->xmit));
+    }
+}
+#endif
+
 static void on_rto(zbuf_ip_tcp_t *t)
 {
     zbuf_ip_stack_t *s = t->stack;
     t->t_rtx = 0;
+#ifdef TCP_RTO_TRACE
+    if (t->snd_una != t->snd_max && synchronized(t))
+        rto_trace(t);
+#endif
     if (t->state == ZBUF_IP_TCP_SYN_SENT || t->state == ZBUF_IP_TCP_SYN_RCVD) {
         if (++t->nrexmit > ZBUF_IP_TCP_SYN_RETRIES) {
             if (t->listener) {
