@@ -164,6 +164,28 @@ static zbuf_ip_stats_t stats(peer_t *p)
     return st;
 }
 
+/* One RTT later the peer acknowledges all `nseg` segments: nothing is left
+ * and no timeout happened. */
+static void ack_all_without_rto(peer_t *p, uint32_t nseg)
+{
+    peer_note(p);
+    p->u.now += RTT_MS;
+    peer_ack(p, nseg * SEG, NULL, 0);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p->e.pcb, &in);
+    cr_assert_eq(in.unacked, 0);
+    cr_assert_eq(stats(p).tcp_rto, 0);
+}
+
+/* The peer SACKs segments 1..3 of the first flight: segment 0 goes again
+ * at once (fast retransmit). */
+static void sack_behind_first(peer_t *p)
+{
+    static const uint32_t s3[1][2] = {{SEG, 4 * SEG}};
+    peer_ack(p, 0, s3, 1);
+    cr_assert_eq(sent_at(p, 0), 1, "fast retransmit");
+}
+
 Test(recovery, one_sacked_segment_arms_the_rack_timer_which_resends_the_hole)
 {
     peer_t p;
@@ -182,13 +204,7 @@ Test(recovery, one_sacked_segment_arms_the_rack_timer_which_resends_the_hole)
     cr_assert_eq(st.tcp_rack_losses, 1);
     cr_assert_eq(st.tcp_fast_retransmits, 1);
     cr_assert_eq(st.tcp_rto, 0);
-    peer_note(&p);
-    p.u.now += RTT_MS;
-    peer_ack(&p, 10 * SEG, NULL, 0);
-    zbuf_ip_tcp_info_t in;
-    zbuf_ip_tcp_info(p.e.pcb, &in);
-    cr_assert_eq(in.unacked, 0);
-    cr_assert_eq(stats(&p).tcp_rto, 0);
+    ack_all_without_rto(&p, 10);
     cr_assert_eq(stats(&p).tcp_retransmits, 1, "only the lost segment went twice");
     peer_close(&p);
 }
@@ -379,5 +395,239 @@ Test(recovery, retransmitted_data_gives_an_rtt_sample_with_timestamps)
     zbuf_ip_tcp_info(p.e.pcb, &in);
     cr_assert_eq(in.unacked, 0);
     cr_assert_gt(in.srtt_ms, RTT_MS, "the 30 ms sample moved SRTT");
+    peer_close(&p);
+}
+
+Test(recovery, acks_to_paws_drops_are_rate_limited_per_connection)
+{
+    peer_t p;
+    peer_open(&p);
+    uint32_t tv = peer_tsval(&p) + 1000;
+    peer_send(&p, PEER_ISN + 1, p.iss + 1, 0x18, tv, NULL, 0, "new");
+    zh_single_clear(&p.u);
+    /* A burst of replayed segments with an old timestamp: one ACK. */
+    for (int i = 0; i < 5; i++)
+        peer_send(&p, PEER_ISN + 4, p.iss + 1, 0x18, tv - 10, NULL, 0, "old");
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_paws_drops, 5);
+    cr_assert_eq(p.u.ntx, 1, "one ACK for the burst");
+    cr_assert_eq(st.tcp_paws_acks_limited, 4);
+    zh_single_clear(&p.u);
+    /* Once the limit's period passed, the next drop is answered again. */
+    p.u.now += ZBUF_IP_TCP_INVALID_RATELIMIT_MS;
+    peer_send(&p, PEER_ISN + 4, p.iss + 1, 0x18, tv - 10, NULL, 0, "old");
+    cr_assert_eq(p.u.ntx, 1);
+    cr_assert_eq(stats(&p).tcp_paws_acks_limited, 4);
+    cr_assert_eq(p.e.rx_bytes, 3, "none of them delivered");
+    peer_close(&p);
+}
+
+Test(recovery, a_duplicate_segment_is_reported_by_a_dsack_block_first)
+{
+    peer_t p;
+    peer_open(&p);
+    uint32_t b = PEER_ISN + 1;
+    peer_send(&p, b, p.iss + 1, 0x18, peer_tsval(&p), NULL, 0, "0123456789");
+    peer_send(&p, b + 20, p.iss + 1, 0x18, peer_tsval(&p), NULL, 0, "ooo");
+    zh_single_clear(&p.u);
+    /* The first segment again (a spurious retransmission of the peer). */
+    peer_send(&p, b, p.iss + 1, 0x18, peer_tsval(&p), NULL, 0, "0123456789");
+    cr_assert_eq(p.u.ntx, 1, "answered at once");
+    zh_tcp_seg_t a;
+    cr_assert(zh_tx_tcp(&p.u, 0, &a));
+    cr_assert_eq(a.ack, b + 10);
+    cr_assert_eq(a.nsack, 2, "the D-SACK block, then the queue's");
+    cr_assert_eq(a.sack[0][0], b);
+    cr_assert_eq(a.sack[0][1], b + 10, "first block: the duplicate, below the ACK");
+    cr_assert_eq(a.sack[1][0], b + 20);
+    cr_assert_eq(a.sack[1][1], b + 23);
+    cr_assert_eq(stats(&p).tcp_dsack_tx, 1);
+    /* Reported once: the next ACK carries only the queue's block. */
+    zh_single_clear(&p.u);
+    peer_send(&p, b + 30, p.iss + 1, 0x18, peer_tsval(&p), NULL, 0, "x");
+    cr_assert(zh_tx_tcp(&p.u, 0, &a));
+    cr_assert_eq(a.nsack, 2);
+    cr_assert_neq(a.sack[0][0], b);
+    cr_assert_neq(a.sack[1][0], b);
+    /* A duplicate of queued out-of-order bytes: D-SACK, then its run. */
+    zh_single_clear(&p.u);
+    peer_send(&p, b + 20, p.iss + 1, 0x18, peer_tsval(&p), NULL, 0, "ooo");
+    cr_assert(zh_tx_tcp(&p.u, 0, &a));
+    cr_assert_geq(a.nsack, 2);
+    cr_assert_eq(a.sack[0][0], b + 20);
+    cr_assert_eq(a.sack[0][1], b + 23);
+    cr_assert_eq(a.sack[1][0], b + 20, "second block: the run holding it");
+    cr_assert_eq(stats(&p).tcp_dsack_tx, 2);
+    cr_assert_eq(p.e.rx_bytes, 10);
+    peer_close(&p);
+}
+
+Test(recovery, dsack_of_every_retransmission_undoes_the_cwnd_reduction)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 10, 10);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    uint32_t cwnd0 = in.cwnd, ssthresh0 = in.ssthresh;
+    /* Segment 0 only delayed: the SACKs for 1..3 trigger a (spurious)
+     * fast retransmit. */
+    sack_behind_first(&p);
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_lt(in.ssthresh, ssthresh0);
+    peer_note(&p);
+    zh_single_clear(&p.u);
+    p.u.now += RTT_MS;
+    peer_ack(&p, 10 * SEG, NULL, 0); /* the original arrived: recovery over */
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_lt(in.cwnd, cwnd0, "reduced by the recovery");
+    cr_assert_eq(stats(&p).tcp_spurious_undo, 0);
+    /* Then the retransmission arrives: the peer reports it with a D-SACK. */
+    static const uint32_t d0[1][2] = {{0, SEG}};
+    peer_ack(&p, 10 * SEG, d0, 1);
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_dsack_rx, 1);
+    cr_assert_eq(st.tcp_spurious_undo, 1);
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_geq(in.cwnd, cwnd0, "cwnd as before the spurious recovery");
+    cr_assert_eq(in.ssthresh, ssthresh0);
+    peer_close(&p);
+}
+
+Test(recovery, dsack_widens_the_rack_reordering_window)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 10, 10);
+    /* A D-SACK for data never retransmitted (a duplicate on the path):
+     * counted, and reordering is assumed from now on. */
+    static const uint32_t d0[1][2] = {{0, SEG}};
+    peer_ack(&p, 2 * SEG, d0, 1);
+    cr_assert_eq(stats(&p).tcp_dsack_rx, 1);
+    cr_assert_eq(stats(&p).tcp_spurious_undo, 0);
+    /* Segment 2 missing, 3 SACKed one RTT later: with min_rtt 10 ms and
+     * the multiplier 2 the reordering window is 10/4 * 2 = 4 ms (2 ms
+     * without the D-SACK): no resend after 3 ms, one after 5 ms. */
+    p.u.now += RTT_MS;
+    static const uint32_t s3[1][2] = {{3 * SEG, 4 * SEG}};
+    peer_ack(&p, 2 * SEG, s3, 1);
+    advance(&p, 3);
+    cr_assert_eq(sent_at(&p, 2 * SEG), 0, "inside the widened window");
+    advance(&p, 2);
+    cr_assert_eq(sent_at(&p, 2 * SEG), 1, "resent once the window passed");
+    peer_close(&p);
+}
+
+Test(recovery, a_lost_retransmission_at_the_tail_is_probed_not_timed_out)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 4, 4);
+    sack_behind_first(&p);
+    peer_note(&p);
+    zh_single_clear(&p.u);
+    /* The retransmission is lost and nothing follows it: no later delivery
+     * lets RACK judge it.  A probe in recovery sends it again. */
+    advance(&p, 2 * RTT_MS + 2);
+    cr_assert_eq(sent_at(&p, 0), 1, "probed after 2 SRTT");
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_tlp, 1);
+    cr_assert_eq(st.tcp_rto, 0);
+    ack_all_without_rto(&p, 4);
+    peer_close(&p);
+}
+
+Test(recovery, data_segments_make_room_for_sack_blocks)
+{
+    peer_t p;
+    peer_open(&p);
+    uint32_t b = PEER_ISN + 1;
+    peer_send(&p, b + 100, p.iss + 1, 0x18, peer_tsval(&p), NULL, 0, "hole before me");
+    zh_single_clear(&p.u);
+    write_segs(&p, 3);
+    int data = 0;
+    for (int i = 0; i < p.u.ntx; i++) {
+        zh_tcp_seg_t s;
+        cr_assert(zh_tx_tcp(&p.u, i, &s));
+        if (s.dlen == 0)
+            continue;
+        data++;
+        cr_assert_eq(s.nsack, 1, "segment %d carries the SACK block", i);
+        cr_assert_eq(s.sack[0][0], b + 100);
+        cr_assert_leq(s.dlen, SEG - 12, "the block's 12 bytes come out of the MSS");
+    }
+    cr_assert_geq(data, 3);
+    peer_close(&p);
+}
+
+Test(recovery, min_rtt_is_a_windowed_minimum)
+{
+    peer_t p;
+    peer_open(&p);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.min_rtt_ms, RTT_MS);
+    /* The path gets slower for good: after the filter's window only the
+     * new RTT counts (a lifetime minimum would stay at 10 ms). */
+    uint32_t acked = 0;
+    for (int i = 0; i < 12; i++) {
+        p.u.now += ZBUF_IP_TCP_MIN_RTT_WLEN_MS / 10;
+        write_segs(&p, 1);
+        peer_note(&p);
+        zh_single_clear(&p.u);
+        p.u.now += 3 * RTT_MS;
+        acked += SEG;
+        peer_ack(&p, acked, NULL, 0);
+        zbuf_ip_tcp_info(p.e.pcb, &in);
+        if (i < 5)
+            cr_assert_eq(in.min_rtt_ms, RTT_MS, "still inside the window");
+    }
+    cr_assert_eq(in.min_rtt_ms, 3 * RTT_MS);
+    peer_close(&p);
+}
+
+Test(recovery, syn_in_time_wait_with_a_newer_timestamp_reopens_rfc6191)
+{
+    peer_t p;
+    peer_open(&p);
+    uint32_t b = PEER_ISN + 1;
+    /* We close first: FIN, the peer's ACK and FIN, TIME_WAIT. */
+    zbuf_ip_tcp_t *old = p.e.pcb;
+    zbuf_ip_tcp_close(old);
+    peer_note(&p);
+    zh_single_clear(&p.u);
+    p.u.now += RTT_MS;
+    peer_send(&p, b, p.iss + 2, 0x11, peer_tsval(&p), NULL, 0, NULL);
+    cr_assert_eq(zbuf_ip_tcp_state(old), ZBUF_IP_TCP_TIME_WAIT);
+    zh_single_clear(&p.u);
+    p.u.now += RTT_MS;
+    /* A SYN with an older timestamp but a higher ISN: the timestamp
+     * decides, it may be an old duplicate (challenge ACK, no new PCB). */
+    uint8_t f[256];
+    uint32_t tv = peer_tsval(&p);
+    uint8_t o[12] = {1, 1, 8, 10};
+    uint32_t old_tv = tv - 1000;
+    o[4] = (uint8_t)(old_tv >> 24), o[5] = (uint8_t)(old_tv >> 16), o[6] = (uint8_t)(old_tv >> 8),
+    o[7] = (uint8_t)old_tv;
+    size_t n = zh_tcp_frame(f, 4000, 80, b + 100000, 0, 0x02, 65535, o, sizeof o, NULL, 0);
+    zh_input(&p.u, f, n, 0);
+    cr_assert_eq(stats(&p).tcp_tw_recycled, 0);
+    cr_assert_eq(zbuf_ip_tcp_state(old), ZBUF_IP_TCP_TIME_WAIT);
+    zh_single_clear(&p.u);
+    /* A SYN with a newer timestamp and a lower ISN: a new incarnation. */
+    o[4] = (uint8_t)(tv >> 24), o[5] = (uint8_t)(tv >> 16), o[6] = (uint8_t)(tv >> 8),
+    o[7] = (uint8_t)tv;
+    n = zh_tcp_frame(f, 4000, 80, PEER_ISN - 5000, 0, 0x02, 65535, o, sizeof o, NULL, 0);
+    zh_input(&p.u, f, n, 0);
+    cr_assert_eq(stats(&p).tcp_tw_recycled, 1);
+    zh_tcp_seg_t sa;
+    cr_assert_eq(p.u.ntx, 1);
+    cr_assert(zh_tx_tcp(&p.u, 0, &sa));
+    cr_assert_eq(sa.flags, 0x12, "SYN-ACK from the listener");
+    cr_assert_eq(sa.ack, PEER_ISN - 5000 + 1);
+    zh_single_clear(&p.u);
+    p.e.pcb = NULL;
+    peer_send(&p, PEER_ISN - 5000 + 1, sa.seq + 1, 0x10, tv + 1, NULL, 0, NULL);
+    cr_assert_eq(p.e.accepted, 2);
     peer_close(&p);
 }

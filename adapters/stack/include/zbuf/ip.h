@@ -242,6 +242,16 @@ typedef struct zbuf_ip_stats {
                                         without waiting for a timeout) */
     uint64_t tcp_tlp;              /**< tail loss probes sent (RFC 8985 section 7) */
     uint64_t tcp_paws_drops;       /**< segments dropped by PAWS (RFC 7323: old timestamp) */
+    uint64_t tcp_paws_acks_limited; /**< ACKs to PAWS-dropped segments not sent: the
+                                         per-connection limit
+                                         (#ZBUF_IP_TCP_INVALID_RATELIMIT_MS) held them */
+    uint64_t tcp_dsack_rx;         /**< D-SACK blocks received (RFC 2883: the peer got
+                                        bytes twice) */
+    uint64_t tcp_dsack_tx;         /**< D-SACK blocks sent: duplicate segments reported */
+    uint64_t tcp_spurious_undo;    /**< congestion window reductions undone because
+                                        D-SACKs proved every retransmission spurious */
+    uint64_t tcp_tw_recycled;      /**< TIME_WAIT connections ended by a new SYN
+                                        (RFC 6191) */
 } zbuf_ip_stats_t;
 
 /** @brief Copy the stack's counters into @p out. */

@@ -270,6 +270,24 @@
 #define ZBUF_IP_TCP_TLP_DELACK_MS 200
 #endif
 
+/** Per connection, the least time in milliseconds between two ACKs sent in
+ *  answer to segments dropped by PAWS (RFC 7323 5.3: an old timestamp), like
+ *  Linux's tcp_invalid_ratelimit: a peer (or an attacker replaying old
+ *  segments) cannot make us answer each one. */
+#ifndef ZBUF_IP_TCP_INVALID_RATELIMIT_MS
+#define ZBUF_IP_TCP_INVALID_RATELIMIT_MS 500
+#endif
+
+/** Window of the minimum RTT filter, milliseconds (RFC 8985 min_rtt: a
+ *  windowed minimum, kept with Kathleen Nichols' three-sample algorithm).
+ *  RACK's reordering window is a quarter of it.  Five minutes, as Linux's
+ *  tcp_min_rtt_wlen: long enough that a queue built by our own sending does
+ *  not hide the path's propagation delay, short enough to follow a route
+ *  change. */
+#ifndef ZBUF_IP_TCP_MIN_RTT_WLEN_MS
+#define ZBUF_IP_TCP_MIN_RTT_WLEN_MS 300000
+#endif
+
 /* ------------------------------------------------------ consistency checks */
 
 #if ZBUF_IP_MAX_NETIFS < 1 || ZBUF_IP_MAX_NETIFS > 64
