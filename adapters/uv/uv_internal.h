@@ -34,10 +34,24 @@ static inline uv_buf_t zbuf_uv__lend(void *base, size_t len)
     return uv_buf_init(base, len > UINT_MAX ? UINT_MAX : (unsigned)len);
 }
 
-/* Polling period of the pool while reading is paused for want of buffers:
- * the pool has no "buffer returned" notification, and buffers may come back
- * on any thread, so a short timer is the one wake-up that always works. */
-#define ZBUF_UV__RESUME_MS 1
+/* Waiting for pool buffers (uv_read.c): a stream or UDP handle whose pool
+ * ran dry registers here and is resumed, on its loop's thread, when the
+ * pool has a buffer again.  All calls on the loop thread of the handle. */
+typedef struct zbuf_uv_wait_ zbuf_uv__wait_t;
+typedef void (*zbuf_uv__resume_fn)(zbuf_uv__wait_t *w, zbuf_buf_t *b);
+
+/* Set up w (its uv_async_t, left unreferenced) on loop; resume(w, b) will
+ * restart reading, b being a buffer just taken from the pool for it (its
+ * reference passes to resume).  Once this succeeded the owner must call
+ * zbuf_uv__wait_stop() and then uv_close() w->async before it goes away.
+ * Returns 0 or an error of uv_async_init(). */
+ZBUF_UV__HIDDEN int zbuf_uv__wait_init(zbuf_uv__wait_t *w, uv_loop_t *loop,
+                                       zbuf_uv__resume_fn resume);
+/* Wait for a buffer of pool (reading must be stopped in libuv already).
+ * Returns 0; -ENOMEM; -EINVAL (the pool was deleted). */
+ZBUF_UV__HIDDEN int zbuf_uv__wait_start(zbuf_uv__wait_t *w, zbuf_pool_t *pool);
+/* Stop waiting (a no-op when w does not wait); after it no resume comes. */
+ZBUF_UV__HIDDEN void zbuf_uv__wait_stop(zbuf_uv__wait_t *w);
 
 /* Whether z is a live zbuf handle, in O(1) (zbuf_check() would walk it). */
 static inline bool zbuf_uv__live(const zbuf_t *z)

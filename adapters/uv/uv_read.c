@@ -26,11 +26,58 @@
  * Pool exhaustion.  When zbuf_pool_get() fails, the alloc callback returns
  * an empty buffer, libuv reads nothing and reports UV_ENOBUFS.  libuv does
  * not stop polling by itself, so the adapter stops reading (or the loop
- * would spin on the readable socket) and starts the resume_ timer, which
- * polls the pool every ZBUF_UV__RESUME_MS and restarts reading once a buffer
- * is free.  The bytes stay in the kernel meanwhile; none is lost.
+ * would spin on the readable socket) and registers the stream as a paused
+ * reader of its pool.  The bytes stay in the kernel meanwhile; none is lost.
+ * UDP handles (uv_udp.c) pause the same way, through the same registry.
+ *
+ * The registry of paused readers.  Buffers come back to a pool on any
+ * thread, and a pool may feed readers on several loops, so the wake-up goes
+ * through the pool's notify callback (zbuf_pool_set_notify(), run by the
+ * thread that returned the buffer when the pool goes from 0 to 1 free) and
+ * a uv_async_t, the one libuv call any thread may make.  The registry is
+ * one list per process, under one mutex, of the pools some reader waits on,
+ * each with the FIFO of its paused readers (struct zbuf_uv_wait_, embedded
+ * in the stream or UDP handle).  An entry is created, and the pool's notify
+ * slot taken, when the first reader pauses on a pool; both go when the last
+ * one stops waiting.
+ *
+ * - The notify callback (on_refill) sends a wake-up to the first paused
+ *   reader of each loop waiting on the pool.  Its argument is NULL and all
+ *   it does is look the pool up, by address, in the registry: the core
+ *   calls it after dropping the pool's lock, so a call may still be under
+ *   way after the slot was cleared, or the pool deleted, and must find
+ *   nothing to touch.
+ * - On the loop, the wake-up (on_wake) resumes the loop's paused readers,
+ *   each pool's in the order they paused: for each it takes a buffer from
+ *   the pool under the registry lock, unregisters it and hands it the
+ *   buffer, so the reader resumed first is served first, and draining stops
+ *   when the pool is dry again (the rest stay registered for the next
+ *   refill).  The resume itself (uv_read_start() and, on error, the
+ *   application's callback) runs without the lock.
+ * - One uv_async_t per reader, embedded, set up at its first pause and
+ *   closed by zbuf_uv_close() with the handle: its memory lives exactly as
+ *   long as the reader, no per-loop object needs reference counting, and
+ *   the close callback still runs once, after both handles closed.  It is
+ *   referenced (keeps the loop alive) only while the reader waits, as the
+ *   stopped read would otherwise let uv_run() return under a paused reader.
+ *   A wake-up sent to one reader serves the whole loop, so one that stops
+ *   waiting with a wake-up still pending passes it to another reader of its
+ *   loop (its own handle may be about to close, and libuv drops the pending
+ *   callback of a closed handle).
+ * - The window between the failed zbuf_pool_get() and the registration: a
+ *   buffer that came back in it notified nobody (or not this reader's
+ *   loop), so registering re-checks zbuf_pool_available() under the lock
+ *   and wakes its own loop if the pool has a buffer.  Any later return is
+ *   seen by the notify callback, which takes the same lock.
+ * - Lock order: the registry lock, then the pool's (zbuf_pool_get(),
+ *   _available(), _set_notify() under the registry lock).  The notify
+ *   callback runs with the pool's lock released; no buffer is dropped
+ *   while the registry lock is held (that could call on_refill() on the
+ *   same thread and deadlock).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #include "uv_internal.h"
 
@@ -38,7 +85,7 @@ enum {
     INITED = 1u << 0,   /* zbuf_uv_stream_init() ran */
     READING = 1u << 1,  /* the application wants bytes (read_cb_ set) */
     PAUSED = 1u << 2,   /* stopped in libuv for want of buffers */
-    TIMER = 1u << 3,    /* resume_ is initialised (must be closed) */
+    WAIT = 1u << 3,     /* wait_ is set up (its async must be closed) */
     CLOSING = 1u << 4,  /* zbuf_uv_close() was called */
 };
 
@@ -88,35 +135,35 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void end_reading(zbuf_uv_stream_t *zs, ssize_t status);
 
-static void on_resume(uv_timer_t *t)
+/* A buffer came back for the paused stream: b becomes the buffer of its
+ * next read. */
+static void resume_reading(zbuf_uv__wait_t *w, zbuf_buf_t *b)
 {
-    zbuf_uv_stream_t *zs = ZBUF_UV__CONTAINER_OF(t, zbuf_uv_stream_t, resume_);
-    if (zbuf_pool_available(zs->pool_) == 0)
-        return;
-    uv_timer_stop(t);
+    zbuf_uv_stream_t *zs = ZBUF_UV__CONTAINER_OF(w, zbuf_uv_stream_t, wait_);
     zs->flags_ &= ~PAUSED;
+    drop_cur(zs); /* none: the pause came from a failed zbuf_pool_get() */
+    zs->cur_ = b;
     int rc = uv_read_start(&zs->stream, on_alloc, on_read);
-    if (rc < 0) {
-        zbuf_uv_read_cb cb = zs->read_cb_;
-        zs->flags_ &= ~READING;
-        zs->read_cb_ = NULL;
-        cb(zs, rc, NULL);
-    }
+    if (rc < 0)
+        end_reading(zs, rc);
 }
 
-/* Stop libuv reading and poll the pool until a buffer is free. */
+/* Stop libuv reading and wait for the pool to have a buffer again. */
 static int pause_reading(zbuf_uv_stream_t *zs)
 {
     int rc;
-    if (!(zs->flags_ & TIMER)) {
-        if ((rc = uv_timer_init(zs->handle.loop, &zs->resume_)) < 0)
+    if (!(zs->flags_ & WAIT)) {
+        if ((rc = zbuf_uv__wait_init(&zs->wait_, zs->handle.loop, resume_reading)) < 0)
             return rc;
-        zs->flags_ |= TIMER;
+        zs->flags_ |= WAIT;
     }
     uv_read_stop(&zs->stream);
+    if ((rc = zbuf_uv__wait_start(&zs->wait_, zs->pool_)) < 0)
+        return rc;
     zs->flags_ |= PAUSED;
-    return uv_timer_start(&zs->resume_, on_resume, ZBUF_UV__RESUME_MS, ZBUF_UV__RESUME_MS);
+    return 0;
 }
 
 /* Reading ended (EOF or error): tell the application last, after the state
@@ -204,9 +251,9 @@ int zbuf_uv_read_stop(zbuf_uv_stream_t *zs)
 {
     if (zs == NULL || !(zs->flags_ & INITED))
         return -EINVAL;
-    if (zs->flags_ & PAUSED)
-        uv_timer_stop(&zs->resume_);
-    else if (zs->flags_ & READING)
+    if (zs->flags_ & WAIT)
+        zbuf_uv__wait_stop(&zs->wait_); /* also hands on a pending wake-up */
+    if ((zs->flags_ & (READING | PAUSED)) == READING)
         uv_read_stop(&zs->stream);
     zs->flags_ &= ~(READING | PAUSED);
     zs->read_cb_ = NULL;
@@ -230,9 +277,9 @@ static void on_close_stream(uv_handle_t *h)
     closed_one(ZBUF_UV__CONTAINER_OF(h, zbuf_uv_stream_t, handle));
 }
 
-static void on_close_timer(uv_handle_t *h)
+static void on_close_wait(uv_handle_t *h)
 {
-    closed_one(ZBUF_UV__CONTAINER_OF(h, zbuf_uv_stream_t, resume_));
+    closed_one(ZBUF_UV__CONTAINER_OF(h, zbuf_uv_stream_t, wait_.async));
 }
 
 void zbuf_uv_close(zbuf_uv_stream_t *zs, uv_close_cb cb)
@@ -243,9 +290,182 @@ void zbuf_uv_close(zbuf_uv_stream_t *zs, uv_close_cb cb)
     zs->flags_ |= CLOSING;
     zs->close_cb_ = cb;
     zs->closing_ = 1;
-    if (zs->flags_ & TIMER) {
+    if (zs->flags_ & WAIT) {
         zs->closing_++;
-        uv_close((uv_handle_t *)&zs->resume_, on_close_timer);
+        uv_close((uv_handle_t *)&zs->wait_.async, on_close_wait);
     }
     uv_close(&zs->handle, on_close_stream);
+}
+
+/* ------------------------------------------------ waiting for pool buffers */
+
+/* The paused readers of one pool, in the order they paused. */
+struct waiters {
+    zbuf_pool_t *pool; /* the key: on_refill() compares it, never follows it */
+    zbuf_uv__wait_t *head, *tail;
+    struct waiters *next;
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct waiters *reg; /* one entry per pool with a paused reader; under reg_lock */
+
+/* Under reg_lock. */
+static struct waiters *find_waiters(const zbuf_pool_t *p)
+{
+    struct waiters *e = reg;
+    while (e != NULL && e->pool != p)
+        e = e->next;
+    return e;
+}
+
+/* Under reg_lock: ask for one on_wake() on w's loop.  uv_async_send()
+ * coalesces by itself; `woken` also spares the write to the loop's eventfd
+ * when a wake-up is pending already. */
+static void wake(zbuf_uv__wait_t *w)
+{
+    if (!w->woken) {
+        w->woken = 1;
+        uv_async_send(&w->async);
+    }
+}
+
+/* Under reg_lock: take w off e's list; an emptied entry goes, and with it
+ * the adapter's claim on the pool's notify slot. */
+static void unlink_waiter(struct waiters *e, zbuf_uv__wait_t *w)
+{
+    *(w->prev != NULL ? &w->prev->next : &e->head) = w->next;
+    *(w->next != NULL ? &w->next->prev : &e->tail) = w->prev;
+    w->prev = w->next = NULL;
+    w->pool = NULL;
+    if (e->head != NULL)
+        return;
+    struct waiters **pe = &reg;
+    while (*pe != e)
+        pe = &(*pe)->next;
+    *pe = e->next;
+    zbuf_pool_set_notify(e->pool, NULL, NULL);
+    free(e);
+}
+
+/* The pool's notify callback, on whichever thread returned a buffer (maybe
+ * after the slot was cleared or the pool deleted: see the file comment). */
+static void on_refill(zbuf_pool_t *p, void *arg)
+{
+    (void)arg;
+    uv_loop_t *seen[8]; /* loops woken so far; past 8, duplicates cost a syscall each */
+    size_t nseen = 0;
+    pthread_mutex_lock(&reg_lock);
+    struct waiters *e = find_waiters(p);
+    for (zbuf_uv__wait_t *w = e != NULL ? e->head : NULL; w != NULL; w = w->next) {
+        size_t i = 0;
+        while (i < nseen && seen[i] != w->async.loop)
+            i++;
+        if (i < nseen)
+            continue; /* its loop's first reader was woken: that serves it */
+        if (nseen < sizeof(seen) / sizeof(seen[0]))
+            seen[nseen++] = w->async.loop;
+        wake(w);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* Under reg_lock: the first paused reader of loop to which a pool gives a
+ * buffer now (*b), taken off the registry; NULL if none. */
+static zbuf_uv__wait_t *next_to_resume(const uv_loop_t *loop, zbuf_buf_t **b)
+{
+    for (struct waiters *e = reg; e != NULL; e = e->next) {
+        zbuf_uv__wait_t *w = e->head;
+        while (w != NULL && w->async.loop != loop)
+            w = w->next;
+        if (w != NULL && zbuf_pool_get(e->pool, b) == 0) {
+            unlink_waiter(e, w); /* may free e: return at once */
+            return w;
+        }
+    }
+    return NULL;
+}
+
+/* A wake-up on the loop: resume its paused readers while their pools have
+ * buffers, each pool's in the order they paused. */
+static void on_wake(uv_async_t *a)
+{
+    zbuf_uv__wait_t *w = ZBUF_UV__CONTAINER_OF(a, zbuf_uv__wait_t, async);
+    zbuf_buf_t *b = NULL;
+    pthread_mutex_lock(&reg_lock);
+    w->woken = 0; /* before draining: a refill from now on wakes again */
+    while ((w = next_to_resume(a->loop, &b)) != NULL) {
+        pthread_mutex_unlock(&reg_lock);
+        uv_unref((uv_handle_t *)&w->async);
+        w->resume(w, b); /* may stop, close or pause any reader */
+        pthread_mutex_lock(&reg_lock);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+int zbuf_uv__wait_init(zbuf_uv__wait_t *w, uv_loop_t *loop, zbuf_uv__resume_fn resume)
+{
+    int rc = uv_async_init(loop, &w->async, on_wake);
+    if (rc < 0)
+        return rc;
+    uv_unref((uv_handle_t *)&w->async);
+    w->prev = w->next = NULL;
+    w->pool = NULL;
+    w->resume = resume;
+    w->woken = 0;
+    return 0;
+}
+
+int zbuf_uv__wait_start(zbuf_uv__wait_t *w, zbuf_pool_t *pool)
+{
+    int rc = 0;
+    pthread_mutex_lock(&reg_lock);
+    struct waiters *e = find_waiters(pool);
+    if (e == NULL) {
+        if ((e = calloc(1, sizeof(*e))) == NULL) {
+            rc = -ENOMEM;
+        } else if ((rc = zbuf_pool_set_notify(pool, on_refill, NULL)) < 0) {
+            free(e);
+        } else {
+            e->pool = pool;
+            e->next = reg;
+            reg = e;
+        }
+    }
+    if (rc == 0) {
+        w->pool = pool;
+        w->prev = e->tail;
+        w->next = NULL;
+        *(e->tail != NULL ? &e->tail->next : &e->head) = w;
+        e->tail = w;
+        /* A buffer back since the failed zbuf_pool_get() told nobody. */
+
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (rc == 0)
+        uv_ref((uv_handle_t *)&w->async);
+    return rc;
+}
+
+void zbuf_uv__wait_stop(zbuf_uv__wait_t *w)
+{
+    bool waited = false;
+    pthread_mutex_lock(&reg_lock);
+    if (w->pool != NULL) {
+        unlink_waiter(find_waiters(w->pool), w);
+        waited = true;
+    }
+    if (w->woken) {
+        /* The pending wake-up may be lost with w's handle: give it to
+         * another paused reader of the loop, if any. */
+        zbuf_uv__wait_t *x = NULL;
+        for (struct waiters *e = reg; e != NULL && x == NULL; e = e->next)
+            for (x = e->head; x != NULL && x->async.loop != w->async.loop;)
+                x = x->next;
+        w->woken = 0;
+        if (x != NULL)
+            wake(x);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (waited)
+        uv_unref((uv_handle_t *)&w->async);
 }

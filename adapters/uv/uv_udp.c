@@ -8,8 +8,9 @@
  * waiting) is kept for the next receive.  With UV_UDP_RECVMMSG libuv cuts
  * one big buffer into several datagrams (UV_UDP_MMSG_CHUNK) and says when it
  * is done with it (UV_UDP_MMSG_FREE); each chunk becomes a segment at its
- * offset in that buffer.  Pool exhaustion pauses receiving as for streams
- * (see uv_read.c).
+ * offset in that buffer.  Pool exhaustion pauses receiving as for streams,
+ * in the same registry of paused readers, until the pool's refill
+ * notification resumes it (see uv_read.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ enum {
     INITED = 1u << 0,
     RECEIVING = 1u << 1,
     PAUSED = 1u << 2,
-    TIMER = 1u << 3,
+    WAIT = 1u << 3, /* wait_ is set up (its async must be closed) */
     CLOSING = 1u << 4,
 };
 
@@ -129,13 +130,13 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void on_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
                     const struct sockaddr *addr, unsigned flags);
 
-static void on_resume(uv_timer_t *t)
+/* A buffer came back for the paused handle: b takes the next datagram. */
+static void resume_receiving(zbuf_uv__wait_t *w, zbuf_buf_t *b)
 {
-    zbuf_uv_udp_t *zu = ZBUF_UV__CONTAINER_OF(t, zbuf_uv_udp_t, resume_);
-    if (zbuf_pool_available(zu->pool_) == 0)
-        return;
-    uv_timer_stop(t);
+    zbuf_uv_udp_t *zu = ZBUF_UV__CONTAINER_OF(w, zbuf_uv_udp_t, wait_);
     zu->flags_ &= ~PAUSED;
+    drop_cur(zu); /* none: the pause came from a failed zbuf_pool_get() */
+    zu->cur_ = b;
     int rc = uv_udp_recv_start(&zu->udp, on_alloc, on_recv);
     if (rc < 0) {
         zbuf_uv_udp_recv_cb cb = zu->recv_cb_;
@@ -147,14 +148,16 @@ static void on_resume(uv_timer_t *t)
 static int pause_receiving(zbuf_uv_udp_t *zu)
 {
     int rc;
-    if (!(zu->flags_ & TIMER)) {
-        if ((rc = uv_timer_init(zu->handle.loop, &zu->resume_)) < 0)
+    if (!(zu->flags_ & WAIT)) {
+        if ((rc = zbuf_uv__wait_init(&zu->wait_, zu->handle.loop, resume_receiving)) < 0)
             return rc;
-        zu->flags_ |= TIMER;
+        zu->flags_ |= WAIT;
     }
     uv_udp_recv_stop(&zu->udp);
+    if ((rc = zbuf_uv__wait_start(&zu->wait_, zu->pool_)) < 0)
+        return rc;
     zu->flags_ |= PAUSED;
-    return uv_timer_start(&zu->resume_, on_resume, ZBUF_UV__RESUME_MS, ZBUF_UV__RESUME_MS);
+    return 0;
 }
 
 static void on_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
@@ -173,7 +176,10 @@ static void on_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
 #endif
     if (nread == UV_ENOBUFS) {
         int rc = pause_receiving(zu);
-        zu->recv_cb_(zu, rc < 0 ? rc : UV_ENOBUFS, NULL, NULL, 0);
+        zbuf_uv_udp_recv_cb cb = zu->recv_cb_;
+        if (rc < 0)
+            zbuf_uv_udp_recv_stop(zu); /* could not wait: stop for good */
+        cb(zu, rc < 0 ? rc : UV_ENOBUFS, NULL, NULL, 0);
         return;
     }
     if (nread < 0) {
@@ -236,9 +242,9 @@ int zbuf_uv_udp_recv_stop(zbuf_uv_udp_t *zu)
 {
     if (zu == NULL || !(zu->flags_ & INITED))
         return -EINVAL;
-    if (zu->flags_ & PAUSED)
-        uv_timer_stop(&zu->resume_);
-    else if (zu->flags_ & RECEIVING)
+    if (zu->flags_ & WAIT)
+        zbuf_uv__wait_stop(&zu->wait_);
+    if ((zu->flags_ & (RECEIVING | PAUSED)) == RECEIVING)
         uv_udp_recv_stop(&zu->udp);
     zu->flags_ &= ~(RECEIVING | PAUSED);
     zu->recv_cb_ = NULL;
@@ -257,9 +263,9 @@ static void on_close_udp(uv_handle_t *h)
     closed_one(ZBUF_UV__CONTAINER_OF(h, zbuf_uv_udp_t, handle));
 }
 
-static void on_close_timer(uv_handle_t *h)
+static void on_close_wait(uv_handle_t *h)
 {
-    closed_one(ZBUF_UV__CONTAINER_OF(h, zbuf_uv_udp_t, resume_));
+    closed_one(ZBUF_UV__CONTAINER_OF(h, zbuf_uv_udp_t, wait_.async));
 }
 
 void zbuf_uv_udp_close(zbuf_uv_udp_t *zu, uv_close_cb cb)
@@ -270,9 +276,9 @@ void zbuf_uv_udp_close(zbuf_uv_udp_t *zu, uv_close_cb cb)
     zu->flags_ |= CLOSING;
     zu->close_cb_ = cb;
     zu->closing_ = 1;
-    if (zu->flags_ & TIMER) {
+    if (zu->flags_ & WAIT) {
         zu->closing_++;
-        uv_close((uv_handle_t *)&zu->resume_, on_close_timer);
+        uv_close((uv_handle_t *)&zu->wait_.async, on_close_wait);
     }
     uv_close(&zu->handle, on_close_udp);
 }

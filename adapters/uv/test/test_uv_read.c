@@ -148,7 +148,7 @@ Test(uv_read, pool_exhaustion_pauses_and_loses_no_byte)
     }
 }
 
-Test(uv_read, closing_while_paused_stops_the_timer_and_frees_the_pool)
+Test(uv_read, closing_while_paused_closes_everything_and_frees_the_pool)
 {
     zbuf_pool_t *pool;
     cr_assert_eq(zbuf_pool_create(512, 2, &pool), 0);

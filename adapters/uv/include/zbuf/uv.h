@@ -32,8 +32,25 @@
  * `UV_ENOBUFS` before it reads anything, so no byte is lost; the adapter
  * then stops reading (the kernel's socket buffer fills and TCP flow control
  * slows the peer down), tells the application once with `UV_ENOBUFS`, and
- * resumes by itself within about a millisecond of a buffer coming back to
- * the pool.  Reading stopped this way is *paused*, not failed.
+ * resumes by itself when a buffer comes back to the pool.  Reading stopped
+ * this way is *paused*, not failed.  A paused reader costs nothing while it
+ * waits: no timer, no polling; the loop sleeps until the pool's refill
+ * notification (zbuf_pool_set_notify()) wakes it through a `uv_async_t`,
+ * from whichever thread gave the buffer back.  A buffer given back on the
+ * loop's own thread resumes the reader in the same loop iteration (its next
+ * read comes in the following one).  Several streams and UDP handles, on
+ * one loop or on loops of several threads, may share a pool: they resume
+ * in the order they paused, each taking a buffer as it resumes, until the
+ * pool is dry again; the others keep waiting.
+ *
+ * **The pool's notify slot belongs to the adapter.**  A pool has one
+ * zbuf_pool_set_notify() callback.  The adapter sets it when the first
+ * reader pauses on a pool and clears it (to NULL) when no reader waits on
+ * that pool any more.  So an application must not set a notify callback of
+ * its own on a pool it gives to zbuf_uv_read_start() or
+ * zbuf_uv_udp_recv_start(): the adapter would overwrite it, or, set while a
+ * reader is paused, it would replace the adapter's and that reader would
+ * never resume.
  *
  * **No MSG_ZEROCOPY.**  The adapter never enables `SO_ZEROCOPY` or sends with
  * `MSG_ZEROCOPY` on a descriptor libuv owns.  Zero-copy send completions
@@ -48,7 +65,8 @@
  * **Threads.**  Like libuv itself: every function here is called on the
  * thread that runs the handle's loop, and every callback runs there.  The
  * zbufs delivered may be handed to other threads afterwards (their buffers
- * go back to the pool from whichever thread deletes them).
+ * go back to the pool from whichever thread deletes them, and a reader
+ * paused on that pool is woken on its own loop's thread).
  *
  * **Errors** are negative `errno` values (the `UV_E*` codes are the same
  * numbers on Unix).  As in libuv, a call that returns an error never calls
@@ -196,6 +214,19 @@ typedef struct zbuf_uv_stream zbuf_uv_stream_t;
  */
 typedef void (*zbuf_uv_read_cb)(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z);
 
+/** @cond INTERNAL */
+/* Private: a reader paused for want of pool buffers, as the adapter's
+ * registry of paused readers knows it (uv_read.c).  Do not touch. */
+struct zbuf_uv_wait_ {
+    uv_async_t async;            /* wakes the reader's loop; set up at the first pause */
+    struct zbuf_uv_wait_ *prev;  /* the pool's paused readers, in the order they paused */
+    struct zbuf_uv_wait_ *next;
+    zbuf_pool_t *pool;           /* the pool waited on; NULL when not waiting */
+    void (*resume)(struct zbuf_uv_wait_ *w, zbuf_buf_t *b); /* restarts reading with b */
+    unsigned woken;              /* a wake-up is pending on async */
+};
+/** @endcond */
+
 /**
  * @brief A libuv stream with the adapter's read state.
  *
@@ -221,8 +252,8 @@ struct zbuf_uv_stream {
     zbuf_uv_read_cb read_cb_;  /* NULL when not reading */
     zbuf_buf_t *cur_;          /* pool buffer being filled (our reference), or NULL */
     size_t cur_used_;          /* bytes of cur_ already handed out as segments */
-    uv_timer_t resume_;        /* polls the pool while paused; see flags_ */
-    unsigned flags_;           /* ZBUF_UV__* in uv_stream.c */
+    struct zbuf_uv_wait_ wait_; /* waits for the pool while paused; see flags_ */
+    unsigned flags_;           /* the flags in uv_read.c */
     unsigned closing_;         /* handle closes still to come */
     uv_close_cb close_cb_;     /* the application's, for zbuf_uv_close() */
     /** @endcond */
@@ -244,9 +275,13 @@ ZBUF_UV_EXPORT int zbuf_uv_stream_init(zbuf_uv_stream_t *zs);
  * @brief Start reading @p zs as zbufs whose bytes live in @p pool's buffers.
  *
  * @param zs    an initialised, readable stream.
- * @param pool  the receive pool (borrowed: it must outlive reading; several
- *              streams may share one).  Its buffer size bounds the bytes
- *              one read can return; 16 to 64 KiB suits most uses.
+ * @param pool  the receive pool (borrowed: it must outlive reading, so stop
+ *              or close every stream reading from it before
+ *              zbuf_pool_delete(); several streams may share one).  Its
+ *              buffer size bounds the bytes one read can return; 16 to
+ *              64 KiB suits most uses.  While reading is paused on it the
+ *              adapter owns its notify callback (see the file comment):
+ *              do not call zbuf_pool_set_notify() on it yourself.
  * @param cb    called for every event (see #zbuf_uv_read_cb).
  * @return 0; `-EINVAL`; `-EALREADY` if already reading; an error of
  *         `uv_read_start()`.
@@ -268,11 +303,14 @@ ZBUF_UV_EXPORT int zbuf_uv_read_stop(zbuf_uv_stream_t *zs);
 
 /**
  * @brief Whether reading is paused because the pool ran dry.
+ *
+ * True from the `UV_ENOBUFS` read callback until a buffer came back and the
+ * adapter restarted reading (or reading was stopped).
  */
 ZBUF_UV_EXPORT bool zbuf_uv_read_paused(const zbuf_uv_stream_t *zs);
 
 /**
- * @brief Stop reading and close the stream and the adapter's timer.
+ * @brief Stop reading and close the stream and the adapter's wake-up handle.
  *
  * Pending writes complete with `UV_ECANCELED` (their zbufs are deleted), as
  * with `uv_close()`.  @p cb runs once everything is closed, with
@@ -342,7 +380,9 @@ typedef struct zbuf_uv_udp zbuf_uv_udp_t;
  *                receiving is paused until buffers come back (datagrams that
  *                arrive meanwhile queue in the kernel, which drops them when
  *                its buffer is full, as UDP does).  Another negative value:
- *                a receive error; receiving goes on.
+ *                a receive error, and receiving goes on; or, when pausing
+ *                or resuming failed (`-ENOMEM`, a libuv error), receiving
+ *                has stopped.
  * @param z       the datagram, or NULL when @p status is negative.
  * @param addr    the sender (borrowed for the call), or NULL.
  * @param flags   libuv's flags; `UV_UDP_PARTIAL` means the datagram was
@@ -367,7 +407,7 @@ struct zbuf_uv_udp {
     zbuf_pool_t *pool_;
     zbuf_uv_udp_recv_cb recv_cb_;
     zbuf_buf_t *cur_;          /* pool buffer lent to libuv (our reference) */
-    uv_timer_t resume_;
+    struct zbuf_uv_wait_ wait_; /* waits for the pool while paused */
     unsigned flags_;
     unsigned closing_;
     uv_close_cb close_cb_;
@@ -386,7 +426,10 @@ ZBUF_UV_EXPORT int zbuf_uv_udp_init(zbuf_uv_udp_t *zu);
  * A datagram longer than the pool's buffer size is truncated (the kernel
  * drops the rest) and reported with `UV_UDP_PARTIAL`.
  *
- * @param pool  receive pool (borrowed; must outlive receiving).
+ * @param pool  receive pool (borrowed; must outlive receiving; may be
+ *              shared with streams and other handles).  While receiving is
+ *              paused on it the adapter owns its notify callback, as for
+ *              zbuf_uv_read_start().
  * @return 0; `-EINVAL`; `-EALREADY`; an error of `uv_udp_recv_start()`.
  */
 ZBUF_UV_EXPORT int zbuf_uv_udp_recv_start(zbuf_uv_udp_t *zu, zbuf_pool_t *pool,
@@ -396,7 +439,8 @@ ZBUF_UV_EXPORT int zbuf_uv_udp_recv_start(zbuf_uv_udp_t *zu, zbuf_pool_t *pool,
 ZBUF_UV_EXPORT int zbuf_uv_udp_recv_stop(zbuf_uv_udp_t *zu);
 
 /**
- * @brief Stop receiving and close the handle and the adapter's timer;
+ * @brief Stop receiving and close the handle and the adapter's wake-up
+ *        handle;
  *        @p cb (may be NULL) runs when all is closed.
  */
 ZBUF_UV_EXPORT void zbuf_uv_udp_close(zbuf_uv_udp_t *zu, uv_close_cb cb);
