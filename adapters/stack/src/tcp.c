@@ -2610,8 +2610,6 @@ int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s)
         }
         if (t->dead)
             continue;
-        if (t->dead)
-            continue;
         if (t->t_rack && now >= t->t_rack) {
             n++;
             t->t_rack = 0;
