@@ -438,7 +438,8 @@ int zbuf_uv__wait_start(zbuf_uv__wait_t *w, zbuf_pool_t *pool)
         *(e->tail != NULL ? &e->tail->next : &e->head) = w;
         e->tail = w;
         /* A buffer back since the failed zbuf_pool_get() told nobody. */
-
+        if (zbuf_pool_available(pool) > 0)
+            wake(w);
     }
     pthread_mutex_unlock(&reg_lock);
     if (rc == 0)
