@@ -27,49 +27,12 @@
 
 #include "support.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define ZT_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZT_UNDER_TSAN 1
-#endif
-#endif
+#include "zt_tsan.h"
 
-/* T_CHECK(cond, fmt, ...): a check; T_OK(call): a call that must return 0. */
-#ifdef ZT_UNDER_TSAN
-static void t_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), noreturn));
-
-static void t_fail(const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s:%d: check failed: ", file, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(EXIT_FAILURE);
-}
-#define T_CHECK(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            t_fail(__FILE__, __LINE__, __VA_ARGS__);                                               \
-    } while (0)
-#define T_INFO(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
-#define THREADS_TEST(name) static void name(void)
-#else
-#define T_CHECK(cond, ...) cr_assert(cond, __VA_ARGS__)
-#define T_INFO(...) cr_log_info(__VA_ARGS__)
-#define THREADS_TEST(name)                                                                         \
-    static void name(void);                                                                        \
-    Test(threads, name)                                                                            \
-    {                                                                                              \
-        name();                                                                                    \
-    }                                                                                              \
-    static void name(void)
+#ifndef ZT_UNDER_TSAN
 ZT_SUITE(threads);
 #endif
-#define T_OK(call) T_CHECK((call) == 0, "%s failed", #call)
+#define THREADS_TEST(name) ZT_TSAN_TEST(threads, name)
 
 #define NTHREADS 4
 
@@ -753,10 +716,7 @@ THREADS_TEST(pool_deleted_with_buffers_out_is_freed_by_the_last_returner)
  * Criterion (--jobs 1 --ascii) are ignored. */
 int main(void)
 {
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {
+    static const zt_tsan_case_t tests[] = {
         {"shared_buffers_are_released_exactly_once_on_any_thread",
          shared_buffers_are_released_exactly_once_on_any_thread},
         {"one_buffer_referenced_from_every_thread_counts_exactly",
@@ -765,24 +725,6 @@ int main(void)
         {"pool_deleted_with_buffers_out_is_freed_by_the_last_returner",
          pool_deleted_with_buffers_out_is_freed_by_the_last_returner},
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        zbuf_stats_t st0, st1;
-        zbuf_stats_get(&st0);
-        fprintf(stderr, "[RUN ] threads::%s\n", tests[i].name);
-        tests[i].run();
-        zbuf_thread_cache_flush();
-        zbuf_stats_get(&st1);
-        T_CHECK(st1.live_zbufs == st0.live_zbufs && st1.live_segs == st0.live_segs &&
-                    st1.live_bufs == st0.live_bufs && st1.live_pools == st0.live_pools,
-                "%s leaked: zbufs %+lld, segments %+lld, buffers %+lld, pools %+lld", tests[i].name,
-                (long long)(st1.live_zbufs - st0.live_zbufs),
-                (long long)(st1.live_segs - st0.live_segs),
-                (long long)(st1.live_bufs - st0.live_bufs),
-                (long long)(st1.live_pools - st0.live_pools));
-        fprintf(stderr, "[PASS] threads::%s\n", tests[i].name);
-    }
-    fprintf(stderr, "[====] Synthesis: Tested: %zu | Passing: %zu | Failing: 0\n",
-            sizeof tests / sizeof tests[0], sizeof tests / sizeof tests[0]);
-    return 0;
+    return zt_tsan_run("threads", tests, sizeof tests / sizeof tests[0]);
 }
 #endif

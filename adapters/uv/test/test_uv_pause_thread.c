@@ -26,48 +26,12 @@
 
 #include "uvt.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define ZT_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZT_UNDER_TSAN 1
-#endif
-#endif
+#include "zt_tsan.h"
 
-#ifdef ZT_UNDER_TSAN
-static void t_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), noreturn));
-
-static void t_fail(const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s:%d: check failed: ", file, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(EXIT_FAILURE);
-}
-#define T_CHECK(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            t_fail(__FILE__, __LINE__, __VA_ARGS__);                                               \
-    } while (0)
-#define T_INFO(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
-#define PAUSE_TEST(name) static void name(void)
-#else
-#define T_CHECK(cond, ...) cr_assert(cond, __VA_ARGS__)
-#define T_INFO(...) cr_log_info(__VA_ARGS__)
-#define PAUSE_TEST(name)                                                                           \
-    static void name(void);                                                                        \
-    Test(uv_pause_thread, name)                                                                    \
-    {                                                                                              \
-        name();                                                                                    \
-    }                                                                                              \
-    static void name(void)
+#ifndef ZT_UNDER_TSAN
 ZT_SUITE(uv_pause_thread);
 #endif
-#define T_OK(call) T_CHECK((call) == 0, "%s failed", #call)
+#define PAUSE_TEST(name) ZT_TSAN_TEST(uv_pause_thread, name)
 
 static void sleep_us(long us)
 {
@@ -442,34 +406,13 @@ PAUSE_TEST(returns_racing_the_pause_never_strand_a_reader)
  * Criterion (--jobs 1 --ascii) are ignored. */
 int main(void)
 {
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {
+    static const zt_tsan_case_t tests[] = {
         {"buffers_given_back_on_another_thread_wake_the_sleeping_loop",
          buffers_given_back_on_another_thread_wake_the_sleeping_loop},
         {"loops_on_two_threads_share_one_pool", loops_on_two_threads_share_one_pool},
         {"returns_racing_the_pause_never_strand_a_reader",
          returns_racing_the_pause_never_strand_a_reader},
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        zbuf_stats_t st0, st1;
-        zbuf_stats_get(&st0);
-        fprintf(stderr, "[RUN ] uv_pause_thread::%s\n", tests[i].name);
-        tests[i].run();
-        zbuf_thread_cache_flush();
-        zbuf_stats_get(&st1);
-        T_CHECK(st1.live_zbufs == st0.live_zbufs && st1.live_segs == st0.live_segs &&
-                    st1.live_bufs == st0.live_bufs && st1.live_pools == st0.live_pools,
-                "%s leaked: zbufs %+lld, segments %+lld, buffers %+lld, pools %+lld", tests[i].name,
-                (long long)(st1.live_zbufs - st0.live_zbufs),
-                (long long)(st1.live_segs - st0.live_segs),
-                (long long)(st1.live_bufs - st0.live_bufs),
-                (long long)(st1.live_pools - st0.live_pools));
-        fprintf(stderr, "[PASS] uv_pause_thread::%s\n", tests[i].name);
-    }
-    fprintf(stderr, "[====] Synthesis: Tested: %zu | Passing: %zu | Failing: 0\n",
-            sizeof tests / sizeof tests[0], sizeof tests / sizeof tests[0]);
-    return 0;
+    return zt_tsan_run("uv_pause_thread", tests, sizeof tests / sizeof tests[0]);
 }
 #endif
