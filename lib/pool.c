@@ -7,6 +7,15 @@
  * The free list is protected by a mutex: buffers are released on whatever
  * thread drops the last reference, and an uncontended lock costs less than
  * getting a lock-free stack right against ABA.
+ *
+ * Notify callbacks run outside the lock, so that they may take buffers.
+ * `notifying` counts the calls in flight; zbuf_pool_set_notify() and
+ * zbuf_pool_delete() wait on `idle` until it is 0, so that when they return
+ * no call of the old callback still runs and the pool's memory outlives
+ * every call.  A thread inside a callback of a pool does not wait for that
+ * pool (it would wait for itself): each thread keeps the callbacks it is in
+ * on a list of stack frames, `in_notify`.  A pool deleted from inside its
+ * own callback is freed when that call returns.
  */
 #include <pthread.h>
 
@@ -22,9 +31,14 @@ struct zbuf_pool {
     size_t buf_size;        /* bytes per buffer */
     size_t stride;          /* distance between two buffers' data */
     size_t mem_size;        /* size of this whole allocation */
-    bool deleted;           /* zbuf_pool_delete() called */
+    bool deleted;           /* zbuf_pool_delete() called: no more notify calls */
+    bool orphaned;          /* zbuf_pool_delete() returned: the last buffer or
+                               notify call to come back frees the pool */
     zbuf_pool_notify_cb notify; /* called when nfree goes 0 -> 1 */
     void *notify_arg;
+    unsigned notifying;     /* notify calls in flight */
+    unsigned idle_waiters;  /* threads waiting on `idle` */
+    pthread_cond_t idle;    /* notifying dropped to 0 */
     struct zbuf_buf hdrs[]; /* count headers, then the data area */
 };
 
@@ -50,14 +64,20 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
         zbuf__free(p, total);
         return -ENOMEM;
     }
+    if (pthread_cond_init(&p->idle, NULL) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        zbuf__free(p, total);
+        return -ENOMEM;
+    }
     p->count = p->nfree = count;
     p->buf_size = buf_size;
     p->stride = stride;
     p->mem_size = total;
-    p->deleted = false;
+    p->deleted = p->orphaned = false;
     p->free = NULL;
     p->notify = NULL;
     p->notify_arg = NULL;
+    p->notifying = p->idle_waiters = 0;
     uint8_t *data = (uint8_t *)round_up((uintptr_t)p + head, POOL_ALIGN);
     for (size_t i = count; i-- > 0;) {
         struct zbuf_buf *b = &p->hdrs[i];
@@ -76,9 +96,43 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
 
 static void pool_free(struct zbuf_pool *p)
 {
+    pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
     ZBUF__COUNT(pools, -1);
     zbuf__free(p, p->mem_size);
+}
+
+/* The notify callbacks running on this thread, innermost first. */
+struct notify_frame {
+    const struct zbuf_pool *pool;
+    struct notify_frame *up;
+};
+static _Thread_local struct notify_frame *in_notify;
+
+static bool in_notify_of(const struct zbuf_pool *p)
+{
+    for (const struct notify_frame *f = in_notify; f; f = f->up)
+        if (f->pool == p)
+            return true;
+    return false;
+}
+
+/* With the lock held: wait until no notify call of `p` runs on another
+ * thread (unless this thread is inside one, see the file comment). */
+static void wait_notify_idle(struct zbuf_pool *p)
+{
+    if (in_notify_of(p))
+        return;
+    p->idle_waiters++;
+    while (p->notifying > 0)
+        pthread_cond_wait(&p->idle, &p->lock);
+    p->idle_waiters--;
+}
+
+/* With the lock held: may the pool's memory go now? */
+static bool pool_done(const struct zbuf_pool *p)
+{
+    return p->orphaned && p->nfree == p->count && p->notifying == 0;
 }
 
 void zbuf_pool_delete(zbuf_pool_t *p)
@@ -87,9 +141,11 @@ void zbuf_pool_delete(zbuf_pool_t *p)
         return;
     pthread_mutex_lock(&p->lock);
     p->deleted = true;
-    bool all_home = p->nfree == p->count;
+    wait_notify_idle(p);
+    p->orphaned = true;
+    bool done = pool_done(p);
     pthread_mutex_unlock(&p->lock);
-    if (all_home)
+    if (done)
         pool_free(p);
 }
 
@@ -120,14 +176,29 @@ void zbuf__pool_put(struct zbuf_buf *b)
     b->u.pool.next_free = p->free;
     p->free = b;
     p->nfree++;
-    bool done = p->deleted && p->nfree == p->count;
+    bool done = pool_done(p);
     zbuf_pool_notify_cb cb = p->nfree == 1 && !p->deleted ? p->notify : NULL;
     void *arg = p->notify_arg;
+    if (cb)
+        p->notifying++;
+    pthread_mutex_unlock(&p->lock);
+    if (done) {
+        pool_free(p);
+        return;
+    }
+    if (cb == NULL)
+        return;
+    struct notify_frame frame = {p, in_notify};
+    in_notify = &frame;
+    cb(p, arg);
+    in_notify = frame.up;
+    pthread_mutex_lock(&p->lock);
+    if (--p->notifying == 0 && p->idle_waiters > 0)
+        pthread_cond_broadcast(&p->idle);
+    done = pool_done(p); /* deleted from inside the callback */
     pthread_mutex_unlock(&p->lock);
     if (done)
         pool_free(p);
-    else if (cb)
-        cb(p, arg);
 }
 
 int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
@@ -139,6 +210,7 @@ int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
     if (!deleted) {
         p->notify = cb;
         p->notify_arg = arg;
+        wait_notify_idle(p); /* no call of the old callback runs any more */
     }
     pthread_mutex_unlock(&p->lock);
     return deleted ? -EINVAL : 0;

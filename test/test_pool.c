@@ -433,3 +433,65 @@ Test(pool, notify_rejects_null_and_deleted_pools)
     zbuf_buf_unref(a);   /* frees the pool; a deleted pool notifies nobody */
     cr_assert_eq(log.calls, 0);
 }
+
+/* A callback that deletes its own pool, or swaps the callback, from
+ * inside: neither may deadlock, and the pool must outlive the call. */
+struct self_action {
+    int calls;
+    bool delete_pool, clear_notify;
+    size_t seen_after;
+};
+
+static void on_refill_act(zbuf_pool_t *p, void *arg)
+{
+    struct self_action *a = arg;
+    a->calls++;
+    if (a->clear_notify)
+        cr_assert_eq(zbuf_pool_set_notify(p, NULL, NULL), 0);
+    if (a->delete_pool)
+        zbuf_pool_delete(p);
+    a->seen_after = zbuf_pool_available(p); /* still valid inside the call */
+}
+
+static void exhaust(zbuf_pool_t *p, zbuf_buf_t **held, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(zbuf_pool_get(p, &held[i]), 0);
+    zbuf_buf_t *none;
+    cr_assert_eq(zbuf_pool_get(p, &none), -ENOBUFS);
+}
+
+Test(pool, notify_callback_may_clear_itself_without_waiting_for_itself)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *held[2];
+    cr_assert_eq(zbuf_pool_create(64, 2, &p), 0);
+    struct self_action a = {.clear_notify = true};
+    cr_assert_eq(zbuf_pool_set_notify(p, on_refill_act, &a), 0);
+    exhaust(p, held, 2);
+    zbuf_buf_unref(held[0]); /* 0 -> 1 free: the callback clears itself */
+    cr_assert_eq(a.calls, 1);
+    zbuf_buf_t *again;
+    cr_assert_eq(zbuf_pool_get(p, &again), 0);
+    zbuf_buf_unref(again); /* 0 -> 1 again: no callback any more */
+    cr_assert_eq(a.calls, 1);
+    zbuf_buf_unref(held[1]);
+    zbuf_pool_delete(p);
+}
+
+Test(pool, pool_deleted_from_its_own_callback_is_freed_when_the_call_returns)
+{
+    zbuf_stats_t st0, st1;
+    zbuf_stats_get(&st0);
+    zbuf_pool_t *p;
+    zbuf_buf_t *held[1];
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    struct self_action a = {.delete_pool = true};
+    cr_assert_eq(zbuf_pool_set_notify(p, on_refill_act, &a), 0);
+    exhaust(p, held, 1);
+    zbuf_buf_unref(held[0]); /* the last buffer home, deleted inside: freed after */
+    cr_assert_eq(a.calls, 1);
+    cr_assert_eq(a.seen_after, 1, "the pool was still there inside the callback");
+    zbuf_stats_get(&st1);
+    cr_assert_eq(st1.live_pools, st0.live_pools, "freed once the callback returned");
+}

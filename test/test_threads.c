@@ -711,6 +711,68 @@ THREADS_TEST(pool_deleted_with_buffers_out_is_freed_by_the_last_returner)
     T_CHECK(st1.live_bufs == st0.live_bufs, "pool buffers still counted");
 }
 
+/* zbuf_pool_set_notify(NULL) and zbuf_pool_delete() on one thread while a
+ * notify callback runs on another: both wait for the call to finish, so
+ * the callback's argument can be freed and the pool stays valid in it. */
+struct slow_notify {
+    atomic_int entered, finished;
+    atomic_int go;
+};
+
+static void on_slow_refill(zbuf_pool_t *p, void *arg)
+{
+    struct slow_notify *n = arg;
+    atomic_store(&n->entered, 1);
+    while (!atomic_load(&n->go)) /* hold the call open until the main thread acts */
+        sched_yield();
+    for (int i = 0; i < 1000; i++) /* and a little longer */
+        sched_yield();
+    (void)zbuf_pool_available(p);  /* the pool must still be valid */
+    atomic_store(&n->finished, 1);
+}
+
+struct returner {
+    zbuf_buf_t *buf;
+};
+
+static void *return_buffer(void *arg)
+{
+    struct returner *r = arg;
+    zbuf_buf_unref(r->buf); /* runs the notify callback on this thread */
+    zbuf_thread_cache_flush();
+    return NULL;
+}
+
+static void run_slow_notify(bool delete_pool)
+{
+    zbuf_pool_t *p;
+    T_OK(zbuf_pool_create(64, 1, &p));
+    struct slow_notify *n = calloc(1, sizeof *n);
+    T_OK(zbuf_pool_set_notify(p, on_slow_refill, n));
+    struct returner r;
+    T_OK(zbuf_pool_get(p, &r.buf));
+    pthread_t th;
+    T_OK(pthread_create(&th, NULL, return_buffer, &r));
+    while (!atomic_load(&n->entered))
+        sched_yield();
+    atomic_store(&n->go, 1);
+    if (delete_pool)
+        zbuf_pool_delete(p); /* waits for the call; then frees the pool */
+    else
+        T_OK(zbuf_pool_set_notify(p, NULL, NULL));
+    T_CHECK(atomic_load(&n->finished) == 1, "returned while the callback still ran");
+    free(n); /* safe now: no call can use it any more */
+    T_OK(pthread_join(th, NULL));
+    if (!delete_pool)
+        zbuf_pool_delete(p);
+}
+
+THREADS_TEST(clearing_or_deleting_waits_for_a_notify_call_on_another_thread)
+{
+    run_slow_notify(false);
+    run_slow_notify(true);
+}
+
 #ifdef ZT_UNDER_TSAN
 /* The runner of the TSan build (see the file comment).  Arguments meant for
  * Criterion (--jobs 1 --ascii) are ignored. */
@@ -724,6 +786,8 @@ int main(void)
         {"pool_buffers_come_back_from_other_threads", pool_buffers_come_back_from_other_threads},
         {"pool_deleted_with_buffers_out_is_freed_by_the_last_returner",
          pool_deleted_with_buffers_out_is_freed_by_the_last_returner},
+        {"clearing_or_deleting_waits_for_a_notify_call_on_another_thread",
+         clearing_or_deleting_waits_for_a_notify_call_on_another_thread},
     };
     return zt_tsan_run("threads", tests, sizeof tests / sizeof tests[0]);
 }

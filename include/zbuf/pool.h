@@ -39,7 +39,10 @@ ZBUF_EXPORT int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **ou
  * @brief Delete a pool.
  *
  * Buffers still referenced by zbufs stay valid: the pool's memory is freed
- * when the last of them comes back.  NULL is a no-op.
+ * when the last of them comes back.  No notify callback starts after this
+ * is called; one running on another thread is waited for, so the pool
+ * handle stays valid in every callback.  Called from the pool's own notify
+ * callback, the pool is freed once that callback returns.  NULL is a no-op.
  *
  * @param p  the pool (consumed): no zbuf_pool_get() may follow.
  */
@@ -74,7 +77,16 @@ typedef void (*zbuf_pool_notify_cb)(zbuf_pool_t *p, void *arg);
  * that thread's zbuf_delete(), zbuf_buf_unref() ...), after the pool's lock
  * is released.  It must not block; it may call zbuf_pool_get().  A receive
  * path that stopped reading on `-ENOBUFS` uses it to resume (for an event
- * loop on another thread, wake the loop from the callback).
+ * loop on another thread, wake the loop from the callback).  It may also
+ * call zbuf_pool_set_notify() and zbuf_pool_delete() on its own pool.
+ *
+ * When this function returns, no call of the previous callback is running
+ * any more on another thread, and none will start: it waits for calls in
+ * flight (briefly, since callbacks must not block).  So after
+ * `zbuf_pool_set_notify(p, NULL, NULL)` the previous @p arg may be freed.
+ * Called from inside a callback of @p p, it does not wait (it would wait
+ * for itself); calls running on other threads at that moment may still be
+ * finishing.
  *
  * @param p    the pool.
  * @param cb   the callback, or NULL to stop notifications.
