@@ -33,8 +33,6 @@
 
 /* Largest datagram, IP header included (the 16-bit total length). */
 #define IP_MAX_DATAGRAM 65535u
-/* A buffer is charged at most this much more than the bytes used from it. */
-#define REASM_SLACK 2048u
 
 struct ip_frag {
     uint32_t off;  /* payload offset in the datagram, bytes */
@@ -63,16 +61,7 @@ struct ip_reasm {
 /* What holding `z` pins of the driver's buffers (see <zbuf/ip_opts.h>). */
 static uint32_t charge(const zbuf_t *z)
 {
-    size_t c = 0;
-    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g)) {
-        size_t len = zbuf_seg_length(z, g), pinned = len;
-        zbuf_buf_t *b = zbuf_seg_buf(z, g);
-        if (b != NULL && zbuf_buf_size(b) > len)
-            pinned = zbuf_buf_size(b);
-        if (pinned > len + REASM_SLACK)
-            pinned = len + REASM_SLACK;
-        c += pinned;
-    }
+    size_t c = zbuf_ip__pinned(z);
     return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
 }
 

@@ -14,7 +14,10 @@
  *
  * IPv4 fragments are reassembled in reasm.c; a datagram larger than the
  * interface's MTU leaves as fragments, each a zbuf_dup() of its byte range
- * behind its own IP header (see zbuf_ip__output()).
+ * behind its own IP header.  It is cut only when it is handed to the
+ * driver (ip_transmit()), after ARP resolved the next hop: a datagram
+ * waiting for ARP is queued whole, like Linux queues the whole skb in the
+ * neighbour entry, so its size does not decide whether it survives.
  *
  * Failure strategy of the send functions that consume a packet: once a
  * packet is accepted it is either handed to a driver or deleted here; the
@@ -55,6 +58,18 @@ const uint8_t *zbuf_ip__hdr(const zbuf_t *z, size_t off, size_t len, uint8_t *tm
         seg = zbuf_seg_next(z, seg);
     }
     return done == len ? tmp : NULL;
+}
+
+size_t zbuf_ip__pinned(const zbuf_t *z)
+{
+    size_t c = 0;
+    for (zbuf_seg_t *g = zbuf_seg_first(z); g != NULL; g = zbuf_seg_next(z, g)) {
+        size_t len = zbuf_seg_length(z, g);
+        zbuf_buf_t *b = zbuf_seg_buf(z, g);
+        size_t size = b != NULL ? zbuf_buf_size(b) : len;
+        c += size > len + ZBUF_IP__SLACK ? len + ZBUF_IP__SLACK : size > len ? size : len;
+    }
+    return c;
 }
 
 static uint64_t mono_ms(void *arg)
@@ -152,10 +167,14 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     return 0;
 }
 
-static void arp_drop_entry(struct arp_entry *e)
+/* Free entry `e` and the datagrams it queued (not counted as drops here:
+ * the callers that drop for a reason count them). */
+static void arp_drop_entry(zbuf_ip_stack_t *s, struct arp_entry *e)
 {
     for (unsigned i = 0; i < e->nqueue; i++)
-        zbuf_delete(e->queue[i]);
+        zbuf_delete(e->queue[i].pkt);
+    s->arp_qbytes -= e->qbytes;
+    s->st.arp_queue_held = s->arp_qbytes;
     memset(e, 0, sizeof *e);
 }
 
@@ -246,7 +265,7 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
     zbuf_ip_stack_t *s = nif->stack;
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++)
         if (s->arp[i].state != ARP_FREE && s->arp[i].nif == nif)
-            arp_drop_entry(&s->arp[i]);
+            arp_drop_entry(s, &s->arp[i]);
     zbuf_ip__reasm_flush(s, nif);
     nif->in_use = false; /* no more frames in or out */
     if (nif->polling) {
@@ -303,6 +322,8 @@ static int eth_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, const uint8_t dst[6], u
 }
 
 /* ------------------------------------------------------------------- ARP */
+
+static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uint8_t mac[6]);
 
 static int arp_send(zbuf_ip_netif_t *nif, uint16_t op, const uint8_t tha[6], uint32_t tpa,
                     const uint8_t eth_dst[6])
@@ -363,7 +384,7 @@ static struct arp_entry *arp_alloc(zbuf_ip_stack_t *s)
             victim = e;
     }
     if (victim)
-        arp_drop_entry(victim);
+        arp_drop_entry(s, victim);
     return victim;
 }
 
@@ -373,14 +394,28 @@ static void arp_set_valid(zbuf_ip_stack_t *s, struct arp_entry *e, const uint8_t
     e->state = ARP_VALID;
     e->deadline = s->now + ZBUF_IP_ARP_MAX_AGE_MS;
     arp_note(s, e->deadline);
-    /* Send what waited, in order.  Take the queue first: a driver's
-     * transmit cannot re-enter ARP, but stay safe. */
+    /* Send what waited, in order, each datagram cut into fragments now if
+     * it is above the MTU.  Take the queue, the interface and the address
+     * first: a driver's transmit should not re-enter the stack, but if it
+     * does (even to remove the interface) nothing here is freed twice. */
     unsigned n = e->nqueue;
-    zbuf_t *q[ZBUF_IP_ARP_QUEUE];
+    struct ip_dgram q[ZBUF_IP_ARP_QUEUE];
     memcpy(q, e->queue, n * sizeof q[0]);
     e->nqueue = 0;
-    for (unsigned i = 0; i < n; i++)
-        eth_output(e->nif, q[i], e->mac, ETH_TYPE_IP);
+    s->arp_qbytes -= e->qbytes;
+    s->st.arp_queue_held = s->arp_qbytes;
+    e->qbytes = 0;
+    zbuf_ip_netif_t *nif = e->nif;
+    uint8_t to[6];
+    memcpy(to, mac, 6);
+    for (unsigned i = 0; i < n; i++) {
+        if (nif->in_use) {
+            ip_transmit(nif, &q[i], to);
+        } else {
+            s->st.arp_queue_drops++;
+            zbuf_delete(q[i].pkt);
+        }
+    }
 }
 
 static int arp_input(zbuf_ip_netif_t *nif, zbuf_t *z)
@@ -427,21 +462,25 @@ out:
     return rc;
 }
 
-/* Send IP packet `pkt` to `nexthop` on `nif`, resolving its address first if
- * needed.  Consumes `pkt`. */
-static int arp_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, uint32_t nexthop)
+/* Send datagram `d` to `nexthop` on `nif`, resolving its address first if
+ * needed: while it resolves the datagram waits whole in the entry's queue,
+ * bounded by ZBUF_IP_ARP_QUEUE datagrams and ZBUF_IP_ARP_QUEUE_BYTES per
+ * entry and ZBUF_IP_ARP_QUEUE_TOTAL_BYTES in all (what it pins, see
+ * zbuf_ip__pinned()); beyond those the new datagram is dropped.  Consumes
+ * d->pkt. */
+static int arp_output(zbuf_ip_netif_t *nif, const struct ip_dgram *d, uint32_t nexthop)
 {
     zbuf_ip_stack_t *s = nif->stack;
     if (is_bcast(nif, nexthop))
-        return eth_output(nif, pkt, bcast_mac, ETH_TYPE_IP);
+        return ip_transmit(nif, d, bcast_mac);
     struct arp_entry *e = arp_find(s, nif, nexthop);
     if (e && e->state == ARP_VALID)
-        return eth_output(nif, pkt, e->mac, ETH_TYPE_IP);
+        return ip_transmit(nif, d, e->mac);
     if (e == NULL) {
         e = arp_alloc(s);
         if (e == NULL) {
             s->st.arp_queue_drops++;
-            zbuf_delete(pkt);
+            zbuf_delete(d->pkt);
             return -ENOBUFS;
         }
         e->state = ARP_PENDING;
@@ -453,12 +492,17 @@ static int arp_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, uint32_t nexthop)
         static const uint8_t zero[6];
         arp_send(nif, 1, zero, nexthop, bcast_mac);
     }
-    if (e->nqueue == ZBUF_IP_ARP_QUEUE) {
+    size_t cost = zbuf_ip__pinned(d->pkt);
+    if (e->nqueue == ZBUF_IP_ARP_QUEUE || cost > ZBUF_IP_ARP_QUEUE_BYTES - e->qbytes ||
+        cost > ZBUF_IP_ARP_QUEUE_TOTAL_BYTES - s->arp_qbytes) {
         s->st.arp_queue_drops++;
-        zbuf_delete(pkt);
+        zbuf_delete(d->pkt);
         return -ENOBUFS;
     }
-    e->queue[e->nqueue++] = pkt;
+    e->queue[e->nqueue++] = *d;
+    e->qbytes += cost;
+    s->arp_qbytes += cost;
+    s->st.arp_queue_held = s->arp_qbytes;
     return 0;
 }
 
@@ -479,7 +523,7 @@ static int arp_timers(zbuf_ip_stack_t *s)
         n++;
         if (e->state == ARP_VALID || e->tries >= ZBUF_IP_ARP_TRIES) {
             s->st.arp_queue_drops += e->nqueue;
-            arp_drop_entry(e);
+            arp_drop_entry(s, e);
             continue;
         }
         static const uint8_t zero[6];
@@ -526,17 +570,11 @@ static uint16_t ip_id_next(zbuf_ip_stack_t *s, uint32_t src, uint32_t dst, uint8
     return (uint16_t)(++*c + (uint16_t)(h >> 32));
 }
 
-/* The addressing of one datagram on its way out. */
-struct ip_tx {
-    zbuf_ip_netif_t *nif;
-    uint32_t src, dst, nexthop;
-    uint16_t id;
-    uint8_t proto;
-};
-
 /* Prepend an IP header with fragment field `frag` (flags and offset) to
- * `pkt` and send it; consumes `pkt`. */
-static int ip_send(const struct ip_tx *t, zbuf_t *pkt, uint16_t frag)
+ * `pkt`, a piece of datagram `d`, and hand it to the driver for `mac`;
+ * consumes `pkt`. */
+static int ip_send(zbuf_ip_netif_t *nif, const struct ip_dgram *d, zbuf_t *pkt, uint16_t frag,
+                   const uint8_t mac[6])
 {
     size_t total = zbuf_length(pkt) + IP_HLEN;
     uint8_t *h;
@@ -547,26 +585,30 @@ static int ip_send(const struct ip_tx *t, zbuf_t *pkt, uint16_t frag)
     h[0] = 0x45;
     h[1] = 0;
     put16(h + 2, (uint16_t)total);
-    put16(h + 4, t->id);
+    put16(h + 4, d->id);
     put16(h + 6, frag);
     h[8] = ZBUF_IP_TTL;
-    h[9] = t->proto;
+    h[9] = d->proto;
     put16(h + 10, 0);
-    put32(h + 12, t->src);
-    put32(h + 16, t->dst);
+    put32(h + 12, d->src);
+    put32(h + 16, d->dst);
     put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_mem(h, IP_HLEN, 0)));
-    return arp_output(t->nif, pkt, t->nexthop);
+    return eth_output(nif, pkt, mac, ETH_TYPE_IP);
 }
 
-/* Send `pkt` (transport header and payload) as fragments of at most the
- * interface's MTU.  Each fragment is a zbuf_dup() of its range: the payload
- * is shared, never copied, and each gets its own header segment.  Consumes
- * `pkt`.  Stops at the first fragment that cannot go: the datagram is lost
- * anyway. */
-static int ip_fragment(zbuf_ip_stack_t *s, const struct ip_tx *t, zbuf_t *pkt)
+/* Hand datagram `d`, whose next hop is `mac`, to `nif`'s driver: whole with
+ * DF if it fits the MTU, else as fragments of at most the MTU.  Each
+ * fragment is a zbuf_dup() of its range: the payload is shared, never
+ * copied, and each gets its own header segment.  Consumes d->pkt.  Stops
+ * at the first fragment that cannot go: the datagram is lost anyway. */
+static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uint8_t mac[6])
 {
-    size_t max = ((size_t)t->nif->cfg.mtu - IP_HLEN) & ~(size_t)7; /* >= 552 */
+    zbuf_ip_stack_t *s = nif->stack;
+    zbuf_t *pkt = d->pkt;
     size_t plen = zbuf_length(pkt);
+    if (plen + IP_HLEN <= nif->cfg.mtu)
+        return ip_send(nif, d, pkt, 0x4000, mac); /* DF on what fits: path MTU discovery */
+    size_t max = ((size_t)nif->cfg.mtu - IP_HLEN) & ~(size_t)7; /* >= 552 */
     int rc = 0;
     for (size_t off = 0; off < plen && rc == 0; off += max) {
         size_t n = plen - off < max ? plen - off : max;
@@ -576,7 +618,7 @@ static int ip_fragment(zbuf_ip_stack_t *s, const struct ip_tx *t, zbuf_t *pkt)
             break;
         }
         s->st.ip_frags_tx++;
-        rc = ip_send(t, f, (uint16_t)((off + n < plen ? 0x2000 : 0) | (off >> 3)));
+        rc = ip_send(nif, d, f, (uint16_t)((off + n < plen ? 0x2000 : 0) | (off >> 3)), mac);
     }
     zbuf_delete(pkt);
     return rc;
@@ -594,15 +636,15 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
         zbuf_delete(pkt);
         return -EMSGSIZE;
     }
-    struct ip_tx t = {.nif = nif, .src = src ? src : nif->cfg.addr, .dst = dst,
-                      .nexthop = dst, .id = 0, .proto = proto};
+    struct ip_dgram d = {.pkt = pkt, .src = src ? src : nif->cfg.addr, .dst = dst, .id = 0,
+                         .proto = proto};
+    uint32_t nexthop = dst;
     if (dst != 0xffffffffu && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
-        t.nexthop = nif->cfg.gateway;
-    if (total > nif->cfg.mtu) {
-        t.id = ip_id_next(s, t.src, dst, proto);
-        return ip_fragment(s, &t, pkt);
-    }
-    return ip_send(&t, pkt, 0x4000); /* DF on what fits: path MTU discovery */
+        nexthop = nif->cfg.gateway;
+    /* Chosen now, once: the fragments leave later if ARP must resolve. */
+    if (total > nif->cfg.mtu)
+        d.id = ip_id_next(s, d.src, dst, proto);
+    return arp_output(nif, &d, nexthop);
 }
 
 /* ------------------------------------------------------------------ ICMP */

@@ -108,6 +108,19 @@ struct zbuf_ip_netif {
 
 enum arp_state { ARP_FREE = 0, ARP_PENDING, ARP_VALID };
 
+/* An IPv4 datagram on its way out, before its IP header is written and
+ * before it is cut into fragments: that happens only once the next hop's
+ * address is known, so a datagram waiting for ARP takes one queue place
+ * whatever its size.  Its identification is chosen when it is sent (0 if
+ * it fits the MTU), so all its fragments carry the same one however late
+ * they leave. */
+struct ip_dgram {
+    zbuf_t *pkt;            /* transport header and payload */
+    uint32_t src, dst;
+    uint16_t id;
+    uint8_t proto;
+};
+
 struct arp_entry {
     uint8_t state;          /* enum arp_state */
     uint8_t tries;          /* requests sent (PENDING) */
@@ -115,8 +128,9 @@ struct arp_entry {
     uint32_t ip;
     zbuf_ip_netif_t *nif;
     uint64_t deadline;      /* PENDING: next retry; VALID: expiry */
-    zbuf_t *queue[ZBUF_IP_ARP_QUEUE]; /* PENDING: IP packets waiting */
+    struct ip_dgram queue[ZBUF_IP_ARP_QUEUE]; /* PENDING: datagrams waiting, in order */
     unsigned nqueue;
+    size_t qbytes;          /* what queue[0..nqueue) pins, see zbuf_ip__pinned() */
 };
 
 struct zbuf_ip_udp {
@@ -145,6 +159,7 @@ struct zbuf_ip_stack {
     uint64_t challenge_window; /* start of the current 1-second window */
     unsigned challenge_count;
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
+    size_t arp_qbytes;      /* sum of every entry's qbytes (<= ZBUF_IP_ARP_QUEUE_TOTAL_BYTES) */
 #define ZBUF_IP__ID_BUCKETS 64
     uint16_t ip_ids[ZBUF_IP__ID_BUCKETS]; /* IPv4 id counters of fragmented datagrams */
     struct ip_reasm *reasm[ZBUF_IP_REASM_MAX]; /* NULL: free slot */
@@ -178,6 +193,12 @@ static inline bool zbuf_ip__verify_rx(const zbuf_ip_stack_t *s)
 ZBUF_IP__HIDDEN bool zbuf_ip__need_tx_csum(zbuf_ip_stack_t *s, uint32_t dst);
 /* Is `a` one of our addresses? */
 ZBUF_IP__HIDDEN bool zbuf_ip__is_local(const zbuf_ip_stack_t *s, uint32_t a);
+
+/* What holding `z` pins in memory: its length plus, per segment, the rest
+ * of the buffer behind it, at most ZBUF_IP__SLACK bytes more (a driver's
+ * receive buffer is not returned while any byte of it is held). */
+#define ZBUF_IP__SLACK 2048u
+ZBUF_IP__HIDDEN size_t zbuf_ip__pinned(const zbuf_t *z);
 
 /* Copy up to `len` header bytes starting at `off` into `tmp` unless they are
  * contiguous, and return where they are.  Header bytes are read for parsing,

@@ -38,7 +38,10 @@
  *    again, so a lost tail makes the peer SACK instead of waiting for an
  *    RTO; also in recovery and after a timeout (see tlp_schedule());
  *  - the RTO, which marks everything not SACKed lost (no go-back-N of
- *    SACKed data), cwnd one segment.
+ *    SACKed data), cwnd one segment.  A timeout found spurious (a delay
+ *    spike: Eifel with timestamps, F-RTO without, or D-SACKs of all its
+ *    retransmissions; rto_check()) is undone: cwnd and ssthresh restored,
+ *    the "lost" marks taken off what did not go again yet.
  * In recovery cwnd follows PRR (RFC 6937, slow-start reduction bound).
  *
  * Timestamps (RFC 7323): offered in the SYN and answered when the peer
@@ -185,6 +188,16 @@ struct zbuf_ip_tcp {
     uint32_t undo_retrans;          /* its retransmissions not yet D-SACKed.. */
     uint32_t undo_sent;             /* ..of so many sent */
     uint32_t prior_cwnd, prior_ssthresh; /* cwnd and ssthresh before it */
+    /* Spurious timeouts (rto_check()): the undoable episode is a timeout
+     * (undo_rto, with undo_* above); Eifel (RFC 3522) waits for the first
+     * ACK of new data, F-RTO (RFC 5682) counts the ACKs after it. */
+    bool undo_rto, rto_eifel;
+    uint8_t frto;                   /* F-RTO step: 0 off, 1 retransmitted, 2 new data sent */
+    uint32_t rto_tsval;             /* TSval of the first retransmission after the timeout */
+    uint32_t rto_high;              /* snd_max at the timeout (RFC 5682 "recover") */
+    uint32_t rto_prior_recover;     /* recover before the timeout */
+    uint32_t rto_prior;             /* RTO before its backoff */
+    uint32_t frto_sacked;           /* bytes below rto_high SACKed at F-RTO step 2 */
     /* PRR (RFC 6937), valid in recovery. */
     uint32_t prr_delivered, prr_out, recover_fs;
 
@@ -781,7 +794,7 @@ static bool resend(zbuf_ip_tcp_t *t, struct txseg *r)
     }
     r->flags |= TX_EVER_RETRANS;
     r->xmit = t->stack->now;
-    if (t->undo_ok && t->in_recovery) {
+    if (t->undo_ok && (t->in_recovery || (t->undo_rto && SEQ_LT(r->seq, t->undo_hi)))) {
         t->undo_sent++;
         t->undo_retrans++;
     }
@@ -830,8 +843,11 @@ static int tcp_output_inner(zbuf_ip_tcp_t *t)
         t->ack_now = false;
     }
     if (can_send_data(t)) {
-        /* Lost segments first, oldest first, as far as the pipe allows. */
-        for (uint32_t i = 0; i < t->rq_n && t->lost_out > 0 && sent < ZBUF_IP_TCP_BURST; i++) {
+        /* Lost segments first, oldest first, as far as the pipe allows; not
+         * while F-RTO waits for the ACK of the new data it sent (step 2). */
+        for (uint32_t i = 0; i < t->rq_n && t->lost_out > 0 && t->frto != 2 &&
+                             sent < ZBUF_IP_TCP_BURST;
+             i++) {
             struct txseg *r = rq_at(t, i);
             if ((r->flags & (TX_LOST | TX_RETRANS | TX_SACKED)) != TX_LOST)
                 continue;
@@ -933,6 +949,18 @@ static void min_rtt_update(zbuf_ip_tcp_t *t, uint32_t r)
     t->min_rtt = m[0].rtt;
 }
 
+/* RTO = SRTT + 4 RTTVAR, bounded (RFC 6298 2.3): also ends a backoff. */
+static void rto_update(zbuf_ip_tcp_t *t)
+{
+    uint32_t var = t->rttvar4 ? t->rttvar4 : 1;
+    uint32_t rto = (t->srtt8 >> 3) + var;
+    if (rto < t->stack->cfg.tcp_rto_min_ms)
+        rto = t->stack->cfg.tcp_rto_min_ms;
+    if (rto > ZBUF_IP_TCP_RTO_MAX_MS)
+        rto = ZBUF_IP_TCP_RTO_MAX_MS;
+    t->rto = rto;
+}
+
 static void rtt_sample(zbuf_ip_tcp_t *t, uint32_t r)
 {
     min_rtt_update(t, r);
@@ -946,13 +974,7 @@ static void rtt_sample(zbuf_ip_tcp_t *t, uint32_t r)
         uint32_t ad = (uint32_t)(delta < 0 ? -delta : delta);
         t->rttvar4 = t->rttvar4 + ad - (t->rttvar4 >> 2);
     }
-    uint32_t var = t->rttvar4 ? t->rttvar4 : 1;
-    uint32_t rto = (t->srtt8 >> 3) + var;
-    if (rto < t->stack->cfg.tcp_rto_min_ms)
-        rto = t->stack->cfg.tcp_rto_min_ms;
-    if (rto > ZBUF_IP_TCP_RTO_MAX_MS)
-        rto = ZBUF_IP_TCP_RTO_MAX_MS;
-    t->rto = rto;
+    rto_update(t);
 }
 
 static void rto_backoff(zbuf_ip_tcp_t *t)
@@ -1608,20 +1630,104 @@ static void rq_ack(zbuf_ip_tcp_t *t, uint32_t ack, const struct seg *sg)
     }
 }
 
-/* A recovery whose every retransmission the peer reported receiving twice
- * (D-SACK) was spurious: the originals had arrived.  Once it is over,
- * restore cwnd and ssthresh to their values before it (as Linux's undo,
- * after RFC 3708's detection). */
-static void try_undo(zbuf_ip_tcp_t *t)
+/* Restore cwnd and ssthresh to their values before the episode. */
+static void undo_cwnd(zbuf_ip_tcp_t *t)
 {
-    if (!t->undo_ok || t->in_recovery || t->undo_sent == 0 || t->undo_retrans > 0)
-        return;
     t->undo_ok = false;
     if (t->prior_ssthresh > t->ssthresh)
         t->ssthresh = t->prior_ssthresh;
     if (t->prior_cwnd > t->cwnd)
         t->cwnd = t->prior_cwnd;
+}
+
+/* A timeout was spurious: the originals were only delayed.  The response
+ * is Linux's undo rather than RFC 4015's more careful one: cwnd and
+ * ssthresh as before the timeout, the segments it marked lost and that
+ * did not go again yet are in flight after all (no go-back-N), and the
+ * RTO loses its backoff. */
+static void rto_undo(zbuf_ip_tcp_t *t)
+{
+    undo_cwnd(t);
+    for (uint32_t i = 0; i < t->rq_n; i++) {
+        struct txseg *r = rq_at(t, i);
+        if (r->flags & TX_LOST) {
+            r->flags &= (uint8_t)~TX_LOST;
+            t->lost_out -= seg_len(r);
+        }
+    }
+    t->recover = t->rto_prior_recover;
+    t->undo_rto = t->rto_eifel = false;
+    t->frto = 0;
+    if (t->rto > t->rto_prior && (!t->ts_ok || !t->have_rtt))
+        t->rto = t->rto_prior; /* no sample could end the backoff (Karn) */
+    else if (t->have_rtt)
+        rto_update(t);
+    t->stack->st.tcp_spurious_rto++;
+}
+
+/* A recovery (or timeout) whose every retransmission the peer reported
+ * receiving twice (D-SACK) was spurious: the originals had arrived.  Once
+ * it is over, restore cwnd and ssthresh to their values before it (as
+ * Linux's undo, after RFC 3708's detection). */
+static void try_undo(zbuf_ip_tcp_t *t)
+{
+    if (!t->undo_ok || t->in_recovery || t->undo_sent == 0 || t->undo_retrans > 0)
+        return;
     t->stack->st.tcp_spurious_undo++;
+    if (t->undo_rto) {
+        t->stack->st.tcp_spurious_rto_dsack++;
+        rto_undo(t);
+    } else {
+        undo_cwnd(t);
+    }
+}
+
+/* Bytes SACKed below `hi`. */
+static uint32_t sacked_below(const zbuf_ip_tcp_t *t, uint32_t hi)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->rq_n && SEQ_LT(rq_at(t, i)->seq, hi); i++)
+        if (rq_at(t, i)->flags & TX_SACKED)
+            n += seg_len(rq_at(t, i));
+    return n;
+}
+
+/* Was the timeout spurious?  Called with the ACKs that follow it (the
+ * records and snd_una already updated by this ACK).
+ *  - Eifel (RFC 3522), with timestamps: the first ACK of new data echoes
+ *    a TSval older than the retransmission's: the original arrived.
+ *  - F-RTO (RFC 5682, the SACK-enhanced variant of section 3), without:
+ *    step 2, the first ACK advances snd_una below rto_high and new data
+ *    may go: two new segments go instead of retransmissions; step 3, the
+ *    next ACK acknowledges (cumulatively or by SACK) data below rto_high
+ *    that was not retransmitted: the originals are arriving.  Any other
+ *    ACK ends F-RTO: the conventional recovery (everything marked lost by
+ *    the timeout goes again) continues. */
+static void rto_check(zbuf_ip_tcp_t *t, const struct seg *sg, uint32_t acked)
+{
+    if (t->rto_eifel) {
+        if (acked == 0)
+            return; /* only an ACK of the retransmitted segment tells */
+        t->rto_eifel = false;
+        if (sg->has_ts && SEQ_LT(sg->tsecr, t->rto_tsval))
+            rto_undo(t);
+        return;
+    }
+    uint32_t flight = t->snd_max - t->snd_una;
+    if (t->frto == 1) {
+        size_t qlen = zbuf_length(t->sndq);
+        t->frto = 0;
+        if (acked && SEQ_LT(t->snd_una, t->rto_high) && qlen > flight && t->snd_wnd > flight) {
+            t->frto = 2;
+            t->frto_sacked = sacked_below(t, t->rto_high);
+        }
+        return;
+    }
+    t->frto = 0;
+    if (acked || sacked_below(t, t->rto_high) > t->frto_sacked) {
+        t->stack->st.tcp_spurious_rto_frto++;
+        rto_undo(t);
+    }
 }
 
 /* The peer reports bytes [lo, hi) received twice (RFC 2883).  RFC 8985 6.2
@@ -1805,6 +1911,7 @@ static void enter_recovery(zbuf_ip_tcp_t *t)
     t->undo_lo = t->snd_una;
     t->undo_hi = t->snd_max;
     t->undo_retrans = t->undo_sent = 0;
+    t->undo_rto = false;
     t->prior_cwnd = t->cwnd;
     t->prior_ssthresh = t->ssthresh;
     t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
@@ -1930,6 +2037,8 @@ static bool process_ack(zbuf_ip_tcp_t *t, const struct seg *sg)
         t->nrexmit = 0;
     }
     uint32_t news = t->sack_ok ? rq_sack(t, sg) : 0;
+    if (t->rto_eifel || t->frto)
+        rto_check(t, sg, acked);
     /* Duplicate ACK: with SACK one that reports new data (RFC 6675), which
      * counts even when it rides on data flowing the other way; without, an
      * ACK with nothing else in it (RFC 5681). */
@@ -2494,12 +2603,31 @@ static void on_rto(zbuf_ip_tcp_t *t)
         return;
     }
     s->st.tcp_rto++;
+    if (t->nrexmit == 1 && !t->in_recovery) {
+        /* A new timeout episode, maybe spurious (rto_check()): remember
+         * what to restore. */
+        t->undo_ok = t->undo_rto = ZBUF_IP_TCP_SPURIOUS_RTO;
+        t->undo_lo = t->snd_una;
+        t->undo_hi = t->snd_max;
+        t->undo_retrans = t->undo_sent = 0;
+        t->prior_cwnd = t->cwnd;
+        t->prior_ssthresh = t->ssthresh;
+        t->rto_prior_recover = t->recover;
+        t->rto_prior = t->rto;
+        t->rto_high = t->snd_max;
+        t->rto_tsval = ts_val(t, s->now);
+        t->rto_eifel = ZBUF_IP_TCP_SPURIOUS_RTO && t->ts_ok;
+        t->frto = ZBUF_IP_TCP_SPURIOUS_RTO && !t->ts_ok ? 1 : 0;
+    } else if (!t->undo_rto) {
+        t->undo_ok = false; /* a timeout in fast recovery is not undone */
+        t->rto_eifel = false;
+    }
+    t->frto = t->nrexmit == 1 ? t->frto : 0; /* F-RTO judges the first timeout only */
     uint32_t flight = t->snd_max - t->snd_una;
     t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
     t->cwnd = t->mss;
     t->recover = t->snd_max;
     t->in_recovery = false;
-    t->undo_ok = false; /* a timeout is not undone */
     t->dupacks = 0;
     t->tlp_valid = false;
     t->t_tlp = t->t_rack = 0;

@@ -82,6 +82,23 @@ bool zh_pair_run(zh_pair_t *p, bool (*cond)(void *), void *arg, uint64_t max_ms)
     return false;
 }
 
+void zh_pair_stall(zh_pair_t *p, zbuf_ip_stack_t *stalled, uint64_t ms)
+{
+    zbuf_ip_stack_t *live = stalled == p->a ? p->b : p->a;
+    uint64_t end = p->now + ms;
+    for (long steps = 0; steps < 10000000L; steps++) {
+        if (zbuf_ip_poll(live) > 0)
+            continue;
+        uint64_t d = zbuf_ip_next_deadline(live);
+        if (d <= p->now)
+            d = p->now + 1;
+        if (d > end)
+            break;
+        p->now = d;
+    }
+    p->now = end;
+}
+
 /* ------------------------------------------------------------ single */
 
 static int cap_tx(void *ctx, zbuf_t *frame)

@@ -39,6 +39,12 @@ void zh_pair_fini(zh_pair_t *p);
  * run until idle or max_ms. */
 bool zh_pair_run(zh_pair_t *p, bool (*cond)(void *), void *arg, uint64_t max_ms);
 
+/* A stall of the path towards `stalled` (one of p->a, p->b): for `ms` of
+ * virtual time only the other stack is polled and its timers run, so what
+ * it sends waits in the link and nothing comes back; frames due by then
+ * are delivered together when `stalled` is polled again (a delay spike). */
+void zh_pair_stall(zh_pair_t *p, zbuf_ip_stack_t *stalled, uint64_t ms);
+
 /* ---------------------------------------- one stack with a capture driver */
 #define ZH_CAP_MAX 64
 typedef struct zh_single {

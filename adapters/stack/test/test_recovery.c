@@ -19,6 +19,8 @@ typedef struct peer {
     ep_t e;
     uint32_t iss;      /* our ISS */
     uint32_t tsecr;    /* the stack's latest TSval, echoed back */
+    bool no_ts;        /* the peer does not do timestamps */
+    uint32_t seg;      /* payload of a full segment */
 } peer_t;
 
 static uint32_t peer_tsval(const peer_t *p)
@@ -26,7 +28,7 @@ static uint32_t peer_tsval(const peer_t *p)
     return (uint32_t)p->u.now * 3u + 7u;
 }
 
-/* Send a segment from the peer: timestamps always, SACK blocks when
+/* Send a segment from the peer: timestamps unless no_ts, SACK blocks when
  * `nsack` > 0 (pairs of byte offsets from our ISS + 1). */
 static int peer_send(peer_t *p, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t tsval,
                      const uint32_t (*sack)[2], int nsack, const char *data)
@@ -37,6 +39,8 @@ static int peer_send(peer_t *p, uint32_t seq, uint32_t ack, uint8_t flags, uint3
     o[8] = (uint8_t)(p->tsecr >> 24), o[9] = (uint8_t)(p->tsecr >> 16);
     o[10] = (uint8_t)(p->tsecr >> 8), o[11] = (uint8_t)p->tsecr;
     size_t n = 12;
+    if (p->no_ts)
+        n = 0;
     if (nsack > 0) {
         o[n++] = 1;
         o[n++] = 1;
@@ -71,23 +75,28 @@ static void peer_note(peer_t *p)
     }
 }
 
-static void peer_open(peer_t *p)
+/* The handshake; `ts`: the peer offers timestamps (else MSS, SACK and
+ * window scale only, and segments of 1460 bytes). */
+static void peer_open_ts(peer_t *p, bool ts)
 {
     memset(p, 0, sizeof *p);
+    p->no_ts = !ts;
+    p->seg = ts ? SEG : SEG + 12;
     zh_single_init(&p->u, NULL);
     ep_listen(&p->e, p->u.s, 80);
     zh_learn_peer(&p->u);
     static const uint8_t syn_opts[20] = {
         2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 100, 0, 0, 0, 0, 1, 3, 3, 7,
     };
+    static const uint8_t syn_opts_nots[12] = {2, 4, 0x05, 0xb4, 1, 1, 4, 2, 1, 3, 3, 7};
     uint8_t f[256];
-    size_t n = zh_tcp_frame(f, 4000, 80, PEER_ISN, 0, 0x02, 65535, syn_opts, sizeof syn_opts,
-                            NULL, 0);
+    size_t n = zh_tcp_frame(f, 4000, 80, PEER_ISN, 0, 0x02, 65535, ts ? syn_opts : syn_opts_nots,
+                            ts ? sizeof syn_opts : sizeof syn_opts_nots, NULL, 0);
     zh_input(&p->u, f, n, 0);
     zh_tcp_seg_t sa;
     cr_assert(zh_tx_tcp(&p->u, 0, &sa));
-    cr_assert(sa.has_ts, "timestamps answered in the SYN-ACK");
-    cr_assert_eq(sa.tsecr, 100);
+    cr_assert_eq(sa.has_ts, ts, "timestamps answered in the SYN-ACK if offered");
+    cr_assert_eq(sa.tsecr, ts ? 100 : 0);
     p->iss = sa.seq;
     p->tsecr = sa.tsval;
     zh_single_clear(&p->u);
@@ -96,9 +105,14 @@ static void peer_open(peer_t *p)
     cr_assert_eq(p->e.accepted, 1);
     zbuf_ip_tcp_info_t in;
     zbuf_ip_tcp_info(p->e.pcb, &in);
-    cr_assert(in.ts_ok && in.sack_ok);
-    cr_assert_eq(in.mss, SEG);
-    cr_assert_eq(in.srtt_ms, RTT_MS, "handshake RTT from the echoed timestamp");
+    cr_assert(in.ts_ok == ts && in.sack_ok);
+    cr_assert_eq(in.mss, ts ? SEG : SEG + 12);
+    cr_assert_eq(in.srtt_ms, RTT_MS, "handshake RTT");
+}
+
+static void peer_open(peer_t *p)
+{
+    peer_open_ts(p, true);
 }
 
 static void peer_close(peer_t *p)
@@ -112,11 +126,11 @@ static void peer_close(peer_t *p)
 /* Queue `nseg` full segments of data. */
 static void write_segs(peer_t *p, unsigned nseg)
 {
-    static char data[64 * SEG];
+    static char data[64 * (SEG + 12)];
     cr_assert_leq(nseg, 64);
     zbuf_t *z;
     zbuf_create(&z);
-    zbuf_append_buf(z, data, (size_t)nseg * SEG, NULL, NULL);
+    zbuf_append_buf(z, data, (size_t)nseg * p->seg, NULL, NULL);
     cr_assert_eq(zbuf_ip_tcp_write(p->e.pcb, z), 0);
 }
 
@@ -630,4 +644,231 @@ Test(recovery, syn_in_time_wait_with_a_newer_timestamp_reopens_rfc6191)
     peer_send(&p, PEER_ISN - 5000 + 1, sa.seq + 1, 0x10, tv + 1, NULL, 0, NULL);
     cr_assert_eq(p.e.accepted, 2);
     peer_close(&p);
+}
+
+/* ------------------------------------------------ spurious timeouts */
+
+/* Queue 20 segments (10 fly), then let no ACK come until the first
+ * retransmission timeout fired (a loss probe of new data comes first).
+ * Returns cwnd and ssthresh before the timeout.  The peer's TSecr echoes
+ * the retransmission if `rtx_arrived`, else still the first flight. */
+static zbuf_ip_tcp_info_t stall_until_rto(peer_t *p, bool rtx_arrived)
+{
+    first_flight(p, 20, 10);
+    zbuf_ip_tcp_info_t before;
+    zbuf_ip_tcp_info(p->e.pcb, &before);
+    for (int i = 0; i < 2000 && stats(p).tcp_rto == 0; i++)
+        advance(p, 1);
+    cr_assert_eq(stats(p).tcp_rto, 1);
+    cr_assert_eq(sent_at(p, 0), 1, "the timeout resends the first segment");
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p->e.pcb, &in);
+    cr_assert_eq(in.cwnd, in.mss, "cwnd one segment after the timeout");
+    if (rtx_arrived)
+        peer_note(p);
+    zh_single_clear(&p->u);
+    return before;
+}
+
+/* No data segment at offsets [from, to) segments was sent (captured). */
+static void none_sent(peer_t *p, unsigned from, unsigned to)
+{
+    for (unsigned k = from; k < to; k++)
+        cr_assert_eq(sent_at(p, k * p->seg), 0, "segment %u went again", k);
+}
+
+/* One timeout found spurious (`frto` of them by F-RTO) and undone: cwnd and
+ * ssthresh as before it, nothing marked lost, no backoff. */
+static void assert_undone(peer_t *p, const zbuf_ip_tcp_info_t *before, uint64_t frto)
+{
+    zbuf_ip_stats_t st = stats(p);
+    cr_assert_eq(st.tcp_spurious_rto, 1);
+    cr_assert_eq(st.tcp_spurious_rto_frto, frto);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p->e.pcb, &in);
+    cr_assert_geq(in.cwnd, before->cwnd, "cwnd as before the timeout");
+    cr_assert_eq(in.ssthresh, before->ssthresh);
+    cr_assert_eq(in.lost_bytes, 0, "nothing is marked lost any more");
+    cr_assert_lt(in.rto_ms, 2 * before->rto_ms, "the backoff is over");
+}
+
+Test(recovery, eifel_undoes_a_spurious_timeout_without_go_back_n)
+{
+    peer_t p;
+    peer_open(&p);
+    zbuf_ip_tcp_info_t before = stall_until_rto(&p, false);
+    uint64_t rtx = stats(&p).tcp_retransmits;
+    /* The delay ends: the ACK of the originals echoes their TSval, older
+     * than the retransmission's. */
+    p.u.now += 5;
+    peer_ack(&p, 2 * SEG, NULL, 0);
+    assert_undone(&p, &before, 0);
+    none_sent(&p, 2, 11);
+    cr_assert_eq(stats(&p).tcp_retransmits, rtx);
+    /* The rest of the flight is acknowledged: still nothing went twice. */
+    p.u.now += 5;
+    peer_ack(&p, 11 * SEG, NULL, 0);
+    none_sent(&p, 2, 11);
+    cr_assert_eq(stats(&p).tcp_retransmits, rtx, "only the timeout's retransmission");
+    peer_close(&p);
+}
+
+Test(recovery, frto_undoes_a_spurious_timeout_without_timestamps)
+{
+    peer_t p;
+    peer_open_ts(&p, false);
+    uint32_t m = p.seg;
+    zbuf_ip_tcp_info_t before = stall_until_rto(&p, false);
+    /* F-RTO step 2: the first ACK advances: two new segments, no
+     * retransmission. */
+    p.u.now += 5;
+    peer_ack(&p, 2 * m, NULL, 0);
+    cr_assert_eq(sent_at(&p, 11 * m) + sent_at(&p, 12 * m), 2, "two new segments");
+    cr_assert_eq(p.u.ntx, 2);
+    none_sent(&p, 2, 11);
+    cr_assert_eq(stats(&p).tcp_spurious_rto, 0, "not decided yet");
+    zh_single_clear(&p.u);
+    /* Step 3: the next ACK acknowledges segments never retransmitted. */
+    peer_ack(&p, 4 * m, NULL, 0);
+    assert_undone(&p, &before, 1);
+    none_sent(&p, 4, 11);
+    peer_ack(&p, 13 * m, NULL, 0);
+    none_sent(&p, 4, 11);
+    cr_assert_eq(stats(&p).tcp_retransmits, 1, "only the timeout's retransmission");
+    peer_close(&p);
+}
+
+Test(recovery, eifel_keeps_a_timeout_that_repaired_a_loss)
+{
+    peer_t p;
+    peer_open(&p);
+    stall_until_rto(&p, true);
+    /* The flight was lost: the ACK echoes the retransmission's TSval. */
+    p.u.now += RTT_MS;
+    peer_ack(&p, SEG, NULL, 0);
+    zbuf_ip_stats_t st = stats(&p);
+    cr_assert_eq(st.tcp_spurious_rto, 0);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_leq(in.cwnd, 2 * SEG, "slow start from one segment");
+    cr_assert_eq(sent_at(&p, SEG), 1, "the recovery goes on with the next segment");
+    cr_assert_gt(in.lost_bytes, 0);
+    peer_close(&p);
+}
+
+Test(recovery, frto_keeps_a_timeout_that_repaired_a_loss)
+{
+    peer_t p;
+    peer_open_ts(&p, false);
+    uint32_t m = p.seg;
+    stall_until_rto(&p, false);
+    /* Segment 1 was lost, the rest of the flight (and the probe) too. */
+    p.u.now += RTT_MS;
+    peer_ack(&p, m, NULL, 0);
+    cr_assert_eq(sent_at(&p, 11 * m) + sent_at(&p, 12 * m), 2, "F-RTO step 2");
+    zh_single_clear(&p.u);
+    /* Only the new segments arrive: a duplicate ACK SACKing them. */
+    static const uint32_t s11[1][2] = {{11 * (SEG + 12), 13 * (SEG + 12)}};
+    peer_ack(&p, m, s11, 1);
+    cr_assert_eq(stats(&p).tcp_spurious_rto, 0);
+    cr_assert_eq(sent_at(&p, m), 1, "conventional recovery: segment 1 goes again");
+    peer_close(&p);
+}
+
+/* --------------------------------- a delay spike between two stacks */
+
+struct xfer {
+    ep_t tx, rx;
+    uint64_t total, written;
+    uint64_t stop_at; /* cond: rx_bytes reached this */
+};
+
+static void xfer_release(void *data, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    free(data);
+}
+
+static bool xfer_connected(void *arg)
+{
+    return ((struct xfer *)arg)->tx.connected > 0;
+}
+
+static bool xfer_pump(void *arg)
+{
+    struct xfer *x = arg;
+    while (x->tx.pcb && x->written < x->total) {
+        size_t n = x->total - x->written < 16384 ? (size_t)(x->total - x->written) : 16384;
+        if (zbuf_ip_tcp_sndbuf(x->tx.pcb) < n)
+            break;
+        uint8_t *b = malloc(n);
+        for (size_t i = 0; i < n; i++)
+            b[i] = zh_pattern(x->written + i, 77);
+        zbuf_t *z;
+        zbuf_create(&z);
+        cr_assert_eq(zbuf_append_buf(z, b, n, xfer_release, NULL), 0);
+        cr_assert_eq(zbuf_ip_tcp_write(x->tx.pcb, z), 0);
+        x->written += n;
+    }
+    return x->rx.rx_bytes >= x->stop_at;
+}
+
+/* Send 1 MiB from A to B over a 5 ms link, stall it 1.5 s at a third and
+ * check delivery byte by byte; returns A's counters. */
+static zbuf_ip_stats_t transfer_with_spike(bool timestamps)
+{
+    zh_pair_t pr;
+    zbuf_ip_link_config_t lc = {.delay_ms = 5};
+    zbuf_ip_config_t cfg;
+    zbuf_ip_config_init(&cfg);
+    cfg.tcp_no_timestamps = !timestamps;
+    zh_pair_init(&pr, &lc, &cfg);
+    struct xfer x = {.total = 1u << 20};
+    ep_listen(&x.rx, pr.b, 80);
+    ep_connect(&x.tx, pr.a, ZH_B, 80);
+    cr_assert(zh_pair_run(&pr, xfer_connected, &x, 200));
+    cr_assert_eq(x.tx.connected, 1);
+    x.stop_at = x.total / 3;
+    cr_assert(zh_pair_run(&pr, xfer_pump, &x, 10000));
+    zh_pair_stall(&pr, pr.b, 1500);
+    x.stop_at = x.total;
+    cr_assert(zh_pair_run(&pr, xfer_pump, &x, 60000), "transfer completes");
+    cr_assert_eq(x.rx.rx_bytes, x.total);
+    uint64_t off = 0;
+    for (zbuf_seg_t *sg = zbuf_seg_first(x.rx.rx); sg; sg = zbuf_seg_next(x.rx.rx, sg)) {
+        const uint8_t *d = zbuf_seg_data(x.rx.rx, sg);
+        size_t n = zbuf_seg_length(x.rx.rx, sg);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(d[i], zh_pattern(off + i, 77), "byte %llu", (unsigned long long)(off + i));
+        off += n;
+    }
+    zbuf_ip_stats_t st;
+    zbuf_ip_stats(pr.a, &st);
+    fprintf(stderr,
+            "spike (%s): rto %llu spurious %llu (frto %llu dsack %llu) retransmits %llu, "
+            "retransmitted bytes %llu\n",
+            timestamps ? "timestamps" : "no timestamps", (unsigned long long)st.tcp_rto,
+            (unsigned long long)st.tcp_spurious_rto, (unsigned long long)st.tcp_spurious_rto_frto,
+            (unsigned long long)st.tcp_spurious_rto_dsack, (unsigned long long)st.tcp_retransmits,
+            (unsigned long long)(st.tcp_tx_payload - x.total));
+    zbuf_ip_tcp_abort(x.tx.pcb);
+    zbuf_ip_tcp_abort(x.rx.pcb);
+    zbuf_ip_tcp_close(x.rx.listener);
+    ep_fini(&x.tx);
+    ep_fini(&x.rx);
+    zh_pair_fini(&pr);
+    return st;
+}
+
+Test(recovery, delay_spike_between_two_stacks_is_undone)
+{
+    zbuf_ip_stats_t st = transfer_with_spike(true);
+    cr_assert_geq(st.tcp_rto, 1, "the spike outlasted the RTO");
+    if (ZBUF_IP_TCP_SPURIOUS_RTO) {
+        cr_assert_eq(st.tcp_spurious_rto, 1);
+        cr_assert_leq(st.tcp_retransmits, st.tcp_rto + 2,
+                      "the timeouts' (and a probe's) retransmissions only");
+    }
+    transfer_with_spike(false); /* numbers only: F-RTO judges a first timeout alone */
 }

@@ -21,8 +21,9 @@
  * - **Checksums** are computed over the segments in place, whatever their
  *   lengths and alignment.
  *
- * **Protocols.** Ethernet II, ARP (cache with aging, packets queued while
- * resolving), IPv4 (options ignored; fragments reassembled within the limits
+ * **Protocols.** Ethernet II, ARP (cache with aging, whole datagrams
+ * queued while resolving, cut into fragments only once resolved), IPv4
+ * (options ignored; fragments reassembled within the limits
  * of <zbuf/ip_opts.h>, without copying, and datagrams larger than the MTU
  * sent as fragments with keyed per-destination identifications, RFC
  * 7739; datagrams that fit go with DF and identification 0, RFC 6864),
@@ -199,7 +200,10 @@ typedef struct zbuf_ip_stats {
     uint64_t ip_not_ours;          /**< packets for other hosts */
     uint64_t arp_requests_tx;      /**< ARP requests sent */
     uint64_t arp_replies_tx;       /**< ARP replies sent */
-    uint64_t arp_queue_drops;      /**< packets dropped waiting for ARP (queue full, timeout) */
+    uint64_t arp_queue_drops;      /**< datagrams dropped waiting for ARP (no entry free,
+                                        queue full by count or bytes, no answer); a
+                                        datagram queued whole counts once, however
+                                        many fragments it would have made */
     uint64_t icmp_echo_rx;         /**< echo requests received */
     uint64_t icmp_echo_tx;         /**< echo replies sent */
     uint64_t udp_rx;               /**< datagrams delivered */
@@ -252,6 +256,17 @@ typedef struct zbuf_ip_stats {
                                         D-SACKs proved every retransmission spurious */
     uint64_t tcp_tw_recycled;      /**< TIME_WAIT connections ended by a new SYN
                                         (RFC 6191) */
+    uint64_t tcp_spurious_rto;     /**< retransmission timeouts found spurious and undone
+                                        (cwnd and ssthresh restored, no go-back-N): by
+                                        Eifel (RFC 3522), F-RTO or D-SACK; see the next two */
+    uint64_t tcp_spurious_rto_frto; /**< of tcp_spurious_rto: found by F-RTO (RFC 5682,
+                                         connections without timestamps) */
+    uint64_t tcp_spurious_rto_dsack; /**< of tcp_spurious_rto: found late, by D-SACKs of
+                                          every retransmission after the timeout
+                                          (RFC 3708); also counted in tcp_spurious_undo */
+    uint64_t arp_queue_held;       /**< bytes the datagrams waiting for ARP hold now, as
+                                        charged against #ZBUF_IP_ARP_QUEUE_TOTAL_BYTES
+                                        (a gauge) */
 } zbuf_ip_stats_t;
 
 /** @brief Copy the stack's counters into @p out. */

@@ -44,10 +44,42 @@
 #define ZBUF_IP_ARP_ENTRIES 64
 #endif
 
-/** IP packets queued per pending ARP entry while the address resolves; more
- *  are dropped (and counted). */
+/*
+ * Datagrams waiting for ARP.  While a next hop's address resolves, the
+ * datagrams for it wait in its entry whole: the IP header is written and a
+ * datagram above the MTU is cut into fragments only when the reply comes
+ * (as Linux queues the whole skb in its neighbour entry), so a 64 KiB
+ * datagram takes one place, not 45, and its fragments all leave or none
+ * does.  Three bounds hold, each checked before a datagram is queued; one
+ * that would exceed any of them is dropped at once and counted in
+ * zbuf_ip_stats_t::arp_queue_drops, and so is every queued datagram when
+ * the address does not resolve after #ZBUF_IP_ARP_TRIES requests.  Bytes
+ * are counted as held memory: a datagram's length plus, per segment, the
+ * unused rest of the buffer behind it up to 2 KiB (a driver's receive
+ * buffer stays pinned while an echo reply quotes any byte of it); the
+ * gauge zbuf_ip_stats_t::arp_queue_held shows the total.  The peer decides
+ * what we answer (echo replies, TCP resets) and to which address, so the
+ * worst case memory is the total bound, not entries x queue x 64 KiB.
+ */
+
+/** Datagrams queued per pending ARP entry while the address resolves. */
 #ifndef ZBUF_IP_ARP_QUEUE
 #define ZBUF_IP_ARP_QUEUE 16
+#endif
+
+/** Bytes (as held, see above) queued per pending ARP entry.  The default
+ *  takes three 64 KiB datagrams, close to Linux's per-neighbour default
+ *  (about 208 KiB of truesize); it must be at least 65535 + 2048, so that
+ *  a datagram of the largest size in one buffer can wait. */
+#ifndef ZBUF_IP_ARP_QUEUE_BYTES
+#define ZBUF_IP_ARP_QUEUE_BYTES (256u * 1024u)
+#endif
+
+/** Bytes (as held) queued in all pending ARP entries of a stack together;
+ *  at least #ZBUF_IP_ARP_QUEUE_BYTES.  The default is about what 64 entries
+ *  of 16 full-size frames each held when frames, not datagrams, waited. */
+#ifndef ZBUF_IP_ARP_QUEUE_TOTAL_BYTES
+#define ZBUF_IP_ARP_QUEUE_TOTAL_BYTES (1024u * 1024u)
 #endif
 
 /** Lifetime of a resolved ARP entry, milliseconds. */
@@ -288,6 +320,17 @@
 #define ZBUF_IP_TCP_MIN_RTT_WLEN_MS 300000
 #endif
 
+/** 1: detect spurious retransmission timeouts (a delay spike longer than
+ *  the RTO) and undo them: Eifel detection (RFC 3522) with timestamps,
+ *  F-RTO (RFC 5682) without, D-SACK of the retransmissions (RFC 3708) as a
+ *  late detection; the response restores cwnd and ssthresh, takes the
+ *  "lost" marks off the segments not yet resent and ends the RTO backoff.
+ *  0: every timeout is taken for a loss (go-back-N of what the peer did not
+ *  SACK, cwnd one segment), as before. */
+#ifndef ZBUF_IP_TCP_SPURIOUS_RTO
+#define ZBUF_IP_TCP_SPURIOUS_RTO 1
+#endif
+
 /* ------------------------------------------------------ consistency checks */
 
 #if ZBUF_IP_MAX_NETIFS < 1 || ZBUF_IP_MAX_NETIFS > 64
@@ -301,6 +344,9 @@
 #endif
 #if ZBUF_IP_ARP_ENTRIES < 1 || ZBUF_IP_ARP_QUEUE < 1 || ZBUF_IP_ARP_TRIES < 1
 #error "ARP table, queue and tries must be at least 1"
+#endif
+#if ZBUF_IP_ARP_QUEUE_BYTES < 65535 + 2048 || ZBUF_IP_ARP_QUEUE_TOTAL_BYTES < ZBUF_IP_ARP_QUEUE_BYTES
+#error "ZBUF_IP_ARP_QUEUE_BYTES must hold a 65535-byte datagram, and the total at least that"
 #endif
 #if ZBUF_IP_TTL < 1 || ZBUF_IP_TTL > 255
 #error "ZBUF_IP_TTL must be 1..255"
