@@ -9,10 +9,11 @@
  * getting a lock-free stack right against ABA.
  *
  * Notify callbacks run outside the lock, so that they may take buffers.
- * `notifying` counts the calls in flight; zbuf_pool_set_notify() and
+ * `notifying` counts the calls in flight; zbuf_pool_notify_sync() and
  * zbuf_pool_delete() wait on `idle` until it is 0, so that when they return
  * no call of the old callback still runs and the pool's memory outlives
- * every call.  A thread inside a callback of a pool does not wait for that
+ * every call.  zbuf_pool_set_notify() itself does not wait: a caller may
+ * hold a lock its callback takes (the libuv adapter does).  A thread inside a callback of a pool does not wait for that
  * pool (it would wait for itself): each thread keeps the callbacks it is in
  * on a list of stack frames, `in_notify`.  A pool deleted from inside its
  * own callback is freed when that call returns.
@@ -210,10 +211,19 @@ int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
     if (!deleted) {
         p->notify = cb;
         p->notify_arg = arg;
-        wait_notify_idle(p); /* no call of the old callback runs any more */
     }
     pthread_mutex_unlock(&p->lock);
     return deleted ? -EINVAL : 0;
+}
+
+int zbuf_pool_notify_sync(zbuf_pool_t *p)
+{
+    if (p == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&p->lock);
+    wait_notify_idle(p);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
 }
 
 size_t zbuf_pool_buf_size(const zbuf_pool_t *p)

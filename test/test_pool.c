@@ -446,8 +446,10 @@ static void on_refill_act(zbuf_pool_t *p, void *arg)
 {
     struct self_action *a = arg;
     a->calls++;
-    if (a->clear_notify)
+    if (a->clear_notify) {
         cr_assert_eq(zbuf_pool_set_notify(p, NULL, NULL), 0);
+        cr_assert_eq(zbuf_pool_notify_sync(p), 0, "returns at once inside the callback");
+    }
     if (a->delete_pool)
         zbuf_pool_delete(p);
     a->seen_after = zbuf_pool_available(p); /* still valid inside the call */
@@ -476,6 +478,8 @@ Test(pool, notify_callback_may_clear_itself_without_waiting_for_itself)
     zbuf_buf_unref(again); /* 0 -> 1 again: no callback any more */
     cr_assert_eq(a.calls, 1);
     zbuf_buf_unref(held[1]);
+    cr_assert_eq(zbuf_pool_notify_sync(p), 0);
+    cr_assert_eq(zbuf_pool_notify_sync(NULL), -EINVAL);
     zbuf_pool_delete(p);
 }
 

@@ -40,8 +40,9 @@ ZBUF_EXPORT int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **ou
  *
  * Buffers still referenced by zbufs stay valid: the pool's memory is freed
  * when the last of them comes back.  No notify callback starts after this
- * is called; one running on another thread is waited for, so the pool
- * handle stays valid in every callback.  Called from the pool's own notify
+ * is called; one running on another thread is waited for (as by
+ * zbuf_pool_notify_sync(), so do not call this holding a lock the
+ * callback takes), so the pool handle stays valid in every callback.  Called from the pool's own notify
  * callback, the pool is freed once that callback returns.  NULL is a no-op.
  *
  * @param p  the pool (consumed): no zbuf_pool_get() may follow.
@@ -80,13 +81,11 @@ typedef void (*zbuf_pool_notify_cb)(zbuf_pool_t *p, void *arg);
  * loop on another thread, wake the loop from the callback).  It may also
  * call zbuf_pool_set_notify() and zbuf_pool_delete() on its own pool.
  *
- * When this function returns, no call of the previous callback is running
- * any more on another thread, and none will start: it waits for calls in
- * flight (briefly, since callbacks must not block).  So after
- * `zbuf_pool_set_notify(p, NULL, NULL)` the previous @p arg may be freed.
- * Called from inside a callback of @p p, it does not wait (it would wait
- * for itself); calls running on other threads at that moment may still be
- * finishing.
+ * No call of the previous callback starts once this returns, but one may
+ * still be running on another thread (callbacks run after the pool's lock
+ * is released).  Before freeing the previous @p arg, call
+ * zbuf_pool_notify_sync().  This function does not wait, so it may be
+ * called while holding a lock the callback takes.
  *
  * @param p    the pool.
  * @param cb   the callback, or NULL to stop notifications.
@@ -94,6 +93,20 @@ typedef void (*zbuf_pool_notify_cb)(zbuf_pool_t *p, void *arg);
  * @return 0; `-EINVAL` for a NULL or deleted pool.
  */
 ZBUF_EXPORT int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg);
+
+/**
+ * @brief Wait until no notify callback of @p p runs on another thread.
+ *
+ * After `zbuf_pool_set_notify(p, NULL, NULL)` (or a change of callback),
+ * this makes sure the previous callback is done with its argument, which
+ * may then be freed.  It waits only briefly, since callbacks must not
+ * block.  The caller must not hold a lock that the callback takes, or the
+ * two wait for each other.  Called from inside a callback of @p p, it
+ * returns at once: it would wait for itself.
+ *
+ * @return 0; `-EINVAL` for NULL.
+ */
+ZBUF_EXPORT int zbuf_pool_notify_sync(zbuf_pool_t *p);
 
 /** @brief Bytes per buffer of @p p. */
 ZBUF_EXPORT size_t zbuf_pool_buf_size(const zbuf_pool_t *p);
