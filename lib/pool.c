@@ -37,6 +37,11 @@ struct zbuf_pool {
                                notify call to come back frees the pool */
     zbuf_pool_notify_cb notify; /* called when nfree goes 0 -> 1 */
     void *notify_arg;
+    struct notify_watch {       /* zbuf_pool_add_notify() watchers, called after it */
+        zbuf_pool_notify_cb cb;
+        void *arg;
+    } watch[ZBUF_POOL_WATCHERS_MAX];
+    unsigned nwatch;
     unsigned notifying;     /* notify calls in flight */
     unsigned idle_waiters;  /* threads waiting on `idle` */
     pthread_cond_t idle;    /* notifying dropped to 0 */
@@ -79,6 +84,7 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
     p->notify = NULL;
     p->notify_arg = NULL;
     p->notifying = p->idle_waiters = 0;
+    p->nwatch = 0;
     uint8_t *data = (uint8_t *)round_up((uintptr_t)p + head, POOL_ALIGN);
     for (size_t i = count; i-- > 0;) {
         struct zbuf_buf *b = &p->hdrs[i];
@@ -178,20 +184,29 @@ void zbuf__pool_put(struct zbuf_buf *b)
     p->free = b;
     p->nfree++;
     bool done = pool_done(p);
-    zbuf_pool_notify_cb cb = p->nfree == 1 && !p->deleted ? p->notify : NULL;
-    void *arg = p->notify_arg;
-    if (cb)
+    /* The callbacks to run, copied: they run without the lock, and may
+     * change the set. */
+    struct notify_watch calls[ZBUF_POOL_WATCHERS_MAX + 1];
+    unsigned ncalls = 0;
+    if (p->nfree == 1 && !p->deleted) {
+        if (p->notify)
+            calls[ncalls++] = (struct notify_watch){p->notify, p->notify_arg};
+        for (unsigned i = 0; i < p->nwatch; i++)
+            calls[ncalls++] = p->watch[i];
+    }
+    if (ncalls)
         p->notifying++;
     pthread_mutex_unlock(&p->lock);
     if (done) {
         pool_free(p);
         return;
     }
-    if (cb == NULL)
+    if (ncalls == 0)
         return;
     struct notify_frame frame = {p, in_notify};
     in_notify = &frame;
-    cb(p, arg);
+    for (unsigned i = 0; i < ncalls; i++)
+        calls[i].cb(p, calls[i].arg);
     in_notify = frame.up;
     pthread_mutex_lock(&p->lock);
     if (--p->notifying == 0 && p->idle_waiters > 0)
@@ -214,6 +229,44 @@ int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
     }
     pthread_mutex_unlock(&p->lock);
     return deleted ? -EINVAL : 0;
+}
+
+int zbuf_pool_add_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
+{
+    if (p == NULL || cb == NULL)
+        return -EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->deleted) {
+        rc = -EINVAL;
+    } else {
+        for (unsigned i = 0; i < p->nwatch && rc == 0; i++)
+            if (p->watch[i].cb == cb && p->watch[i].arg == arg)
+                rc = -EEXIST;
+        if (rc == 0 && p->nwatch == ZBUF_POOL_WATCHERS_MAX)
+            rc = -ENOSPC;
+        if (rc == 0)
+            p->watch[p->nwatch++] = (struct notify_watch){cb, arg};
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int zbuf_pool_remove_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg)
+{
+    if (p == NULL || cb == NULL)
+        return -EINVAL;
+    int rc = -ENOENT;
+    pthread_mutex_lock(&p->lock);
+    for (unsigned i = 0; i < p->nwatch; i++) {
+        if (p->watch[i].cb == cb && p->watch[i].arg == arg) {
+            p->watch[i] = p->watch[--p->nwatch]; /* order is not promised */
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
 }
 
 int zbuf_pool_notify_sync(zbuf_pool_t *p)

@@ -499,3 +499,56 @@ Test(pool, pool_deleted_from_its_own_callback_is_freed_when_the_call_returns)
     zbuf_stats_get(&st1);
     cr_assert_eq(st1.live_pools, st0.live_pools, "freed once the callback returned");
 }
+
+static void count_watch(zbuf_pool_t *p, void *arg)
+{
+    (void)p;
+    ++*(int *)arg;
+}
+
+struct self_remover {
+    int calls;
+};
+
+static void remove_self(zbuf_pool_t *p, void *arg)
+{
+    struct self_remover *r = arg;
+    r->calls++;
+    cr_assert_eq(zbuf_pool_remove_notify(p, remove_self, r), 0);
+}
+
+Test(pool, watchers_are_called_with_the_notify_callback_and_may_leave)
+{
+    zbuf_pool_t *p;
+    zbuf_buf_t *held[1];
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    int slot = 0, w[ZBUF_POOL_WATCHERS_MAX] = {0};
+    struct self_remover once = {0};
+    cr_assert_eq(zbuf_pool_set_notify(p, count_watch, &slot), 0);
+    cr_assert_eq(zbuf_pool_add_notify(p, remove_self, &once), 0);
+    for (int i = 0; i < ZBUF_POOL_WATCHERS_MAX - 1; i++)
+        cr_assert_eq(zbuf_pool_add_notify(p, count_watch, &w[i]), 0);
+    cr_assert_eq(zbuf_pool_add_notify(p, count_watch, &w[ZBUF_POOL_WATCHERS_MAX - 1]), -ENOSPC);
+    cr_assert_eq(zbuf_pool_add_notify(p, count_watch, &w[0]), -EEXIST);
+    cr_assert_eq(zbuf_pool_add_notify(p, NULL, NULL), -EINVAL);
+
+    exhaust(p, held, 1);
+    zbuf_buf_unref(held[0]);
+    cr_assert_eq(slot, 1, "the set_notify callback still runs");
+    cr_assert_eq(once.calls, 1);
+    for (int i = 0; i < ZBUF_POOL_WATCHERS_MAX - 1; i++)
+        cr_assert_eq(w[i], 1, "watcher %d", i);
+
+    exhaust(p, held, 1);
+    zbuf_buf_unref(held[0]);
+    cr_assert_eq(once.calls, 1, "it removed itself");
+    cr_assert_eq(w[0], 2);
+    cr_assert_eq(zbuf_pool_remove_notify(p, remove_self, &once), -ENOENT);
+    cr_assert_eq(zbuf_pool_remove_notify(p, count_watch, &w[0]), 0);
+    exhaust(p, held, 1);
+    zbuf_buf_unref(held[0]);
+    cr_assert_eq(w[0], 2, "removed");
+    cr_assert_eq(w[1], 3);
+    cr_assert_eq(slot, 3);
+    zbuf_pool_delete(p);
+}

@@ -32,21 +32,23 @@
  *
  * The registry of paused readers.  Buffers come back to a pool on any
  * thread, and a pool may feed readers on several loops, so the wake-up goes
- * through the pool's notify callback (zbuf_pool_set_notify(), run by the
+ * through a watcher of the pool (zbuf_pool_add_notify(), run by the
  * thread that returned the buffer when the pool goes from 0 to 1 free) and
  * a uv_async_t, the one libuv call any thread may make.  The registry is
  * one list per process, under one mutex, of the pools some reader waits on,
  * each with the FIFO of its paused readers (struct zbuf_uv_wait_, embedded
- * in the stream or UDP handle).  An entry is created, and the pool's notify
- * slot taken, when the first reader pauses on a pool; both go when the last
- * one stops waiting.
+ * in the stream or UDP handle).  An entry is created, and the watcher
+ * added, when the first reader pauses on a pool; both go when the last one
+ * stops waiting.  The application's own zbuf_pool_set_notify() slot is left
+ * alone.
  *
  * - The notify callback (on_refill) sends a wake-up to the first paused
  *   reader of each loop waiting on the pool.  Its argument is NULL and all
  *   it does is look the pool up, by address, in the registry: the core
  *   calls it after dropping the pool's lock, so a call may still be under
- *   way after the slot was cleared, or the pool deleted, and must find
- *   nothing to touch.
+ *   way after the watcher was removed, and must find nothing to touch.
+ *   (zbuf_pool_notify_sync() would wait for it, but the watcher is removed
+ *   under the registry lock, which the callback takes.)
  * - On the loop, the wake-up (on_wake) resumes the loop's paused readers,
  *   each pool's in the order they paused: for each it takes a buffer from
  *   the pool under the registry lock, unregisters it and hands it the
@@ -70,8 +72,9 @@
  *   and wakes its own loop if the pool has a buffer.  Any later return is
  *   seen by the notify callback, which takes the same lock.
  * - Lock order: the registry lock, then the pool's (zbuf_pool_get(),
- *   _available(), _set_notify() under the registry lock).  The notify
- *   callback runs with the pool's lock released; no buffer is dropped
+ *   _available(), _add_notify(), _remove_notify() under the registry
+ *   lock).  The notify callback runs with the pool's lock released; no
+ *   buffer is dropped
  *   while the registry lock is held (that could call on_refill() on the
  *   same thread and deadlock).
  */
@@ -329,8 +332,10 @@ static void wake(zbuf_uv__wait_t *w)
     }
 }
 
+static void on_refill(zbuf_pool_t *p, void *arg);
+
 /* Under reg_lock: take w off e's list; an emptied entry goes, and with it
- * the adapter's claim on the pool's notify slot. */
+ * the adapter's watcher on the pool. */
 static void unlink_waiter(struct waiters *e, zbuf_uv__wait_t *w)
 {
     *(w->prev != NULL ? &w->prev->next : &e->head) = w->next;
@@ -343,7 +348,7 @@ static void unlink_waiter(struct waiters *e, zbuf_uv__wait_t *w)
     while (*pe != e)
         pe = &(*pe)->next;
     *pe = e->next;
-    zbuf_pool_set_notify(e->pool, NULL, NULL);
+    zbuf_pool_remove_notify(e->pool, on_refill, NULL);
     free(e);
 }
 
@@ -423,7 +428,7 @@ int zbuf_uv__wait_start(zbuf_uv__wait_t *w, zbuf_pool_t *pool)
     if (e == NULL) {
         if ((e = calloc(1, sizeof(*e))) == NULL) {
             rc = -ENOMEM;
-        } else if ((rc = zbuf_pool_set_notify(pool, on_refill, NULL)) < 0) {
+        } else if ((rc = zbuf_pool_add_notify(pool, on_refill, NULL)) < 0) {
             free(e);
         } else {
             e->pool = pool;

@@ -94,6 +94,32 @@ typedef void (*zbuf_pool_notify_cb)(zbuf_pool_t *p, void *arg);
  */
 ZBUF_EXPORT int zbuf_pool_set_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg);
 
+/** Most watchers zbuf_pool_add_notify() takes per pool. */
+#define ZBUF_POOL_WATCHERS_MAX 8
+
+/**
+ * @brief Add a watcher: like zbuf_pool_set_notify(), but several coexist.
+ *
+ * For libraries that share a pool with the application or with each other
+ * (the libuv adapter uses this, so the zbuf_pool_set_notify() slot stays
+ * the application's).  Each watcher is called, in no promised order, when
+ * the number of free buffers goes from 0 to 1, on the same terms as the
+ * zbuf_pool_set_notify() callback, after it.  A watcher may remove itself
+ * or others from inside a call; one removed while a call is in flight on
+ * another thread may still be running: see zbuf_pool_notify_sync().
+ *
+ * @return 0; `-EINVAL` (NULL pool or callback, deleted pool); `-EEXIST`
+ *         (this @p cb with this @p arg is there already); `-ENOSPC`
+ *         (#ZBUF_POOL_WATCHERS_MAX watchers).
+ */
+ZBUF_EXPORT int zbuf_pool_add_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg);
+
+/**
+ * @brief Remove the watcher added with this @p cb and @p arg.
+ * @return 0; `-EINVAL`; `-ENOENT` (no such watcher).
+ */
+ZBUF_EXPORT int zbuf_pool_remove_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, void *arg);
+
 /**
  * @brief Wait until no notify callback of @p p runs on another thread.
  *

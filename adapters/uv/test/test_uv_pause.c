@@ -532,3 +532,32 @@ Test(uv_pause, megabytes_through_a_tiny_shared_pool_arrive_intact)
     cr_assert_eq(zbuf_pool_available(pool), 4);
     zbuf_pool_delete(pool);
 }
+
+/* ------------------------------- the application's notify callback stays */
+
+static void count_refills(zbuf_pool_t *pool, void *arg)
+{
+    (void)pool;
+    ++*(int *)arg;
+}
+
+Test(uv_pause, the_applications_own_notify_callback_keeps_working_beside_the_adapter)
+{
+    struct dry_pool dry;
+    struct uvt_pair p;
+    struct uvt_sink sink = {0};
+    int app_refills = 0;
+    dry_open(&dry);
+    cr_assert_eq(zbuf_pool_set_notify(dry.pool, count_refills, &app_refills), 0);
+    uvt_pair_open(&p, UVT_UNIX);
+    pause_on(&p, &sink, dry.pool, 100, 37);
+    dry_give_back(&dry, 0); /* wakes both the application and the adapter */
+    uvt_sink_wait(&sink, 100, 5000);
+    uvt_sink_expect(&sink, 100, 37);
+    cr_assert_eq(app_refills, 1, "the application's callback ran");
+    cr_assert(!zbuf_uv_read_paused(&p.b), "and the reader resumed");
+    uvt_pair_close(&p);
+    uvt_sink_free(&sink);
+    cr_assert_eq(zbuf_pool_set_notify(dry.pool, NULL, NULL), 0);
+    dry_close(&dry);
+}

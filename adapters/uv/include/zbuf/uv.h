@@ -35,7 +35,7 @@
  * resumes by itself when a buffer comes back to the pool.  Reading stopped
  * this way is *paused*, not failed.  A paused reader costs nothing while it
  * waits: no timer, no polling; the loop sleeps until the pool's refill
- * notification (zbuf_pool_set_notify()) wakes it through a `uv_async_t`,
+ * notification (a zbuf_pool_add_notify() watcher) wakes it through a `uv_async_t`,
  * from whichever thread gave the buffer back.  A buffer given back on the
  * loop's own thread resumes the reader in the same loop iteration (its next
  * read comes in the following one).  Several streams and UDP handles, on
@@ -43,14 +43,13 @@
  * in the order they paused, each taking a buffer as it resumes, until the
  * pool is dry again; the others keep waiting.
  *
- * **The pool's notify slot belongs to the adapter.**  A pool has one
- * zbuf_pool_set_notify() callback.  The adapter sets it when the first
- * reader pauses on a pool and clears it (to NULL) when no reader waits on
- * that pool any more.  So an application must not set a notify callback of
- * its own on a pool it gives to zbuf_uv_read_start() or
- * zbuf_uv_udp_recv_start(): the adapter would overwrite it, or, set while a
- * reader is paused, it would replace the adapter's and that reader would
- * never resume.
+ * **The pool's notify callback stays the application's.**  The adapter
+ * watches a pool with zbuf_pool_add_notify() while a reader is paused on
+ * it (one watcher per pool, removed when no reader waits), so an
+ * application may keep its own zbuf_pool_set_notify() callback, or its own
+ * watchers, on a pool it gives to the adapter.  Pausing fails only if the
+ * pool already has #ZBUF_POOL_WATCHERS_MAX watchers (the read callback then
+ * gets `UV_ENOSPC` and reading stops).
  *
  * **No MSG_ZEROCOPY.**  The adapter never enables `SO_ZEROCOPY` or sends with
  * `MSG_ZEROCOPY` on a descriptor libuv owns.  Zero-copy send completions
@@ -280,8 +279,8 @@ ZBUF_UV_EXPORT int zbuf_uv_stream_init(zbuf_uv_stream_t *zs);
  *              zbuf_pool_delete(); several streams may share one).  Its
  *              buffer size bounds the bytes one read can return; 16 to
  *              64 KiB suits most uses.  While reading is paused on it the
- *              adapter owns its notify callback (see the file comment):
- *              do not call zbuf_pool_set_notify() on it yourself.
+ *              adapter watches it with zbuf_pool_add_notify() (see the
+ *              file comment).
  * @param cb    called for every event (see #zbuf_uv_read_cb).
  * @return 0; `-EINVAL`; `-EALREADY` if already reading; an error of
  *         `uv_read_start()`.
@@ -428,7 +427,7 @@ ZBUF_UV_EXPORT int zbuf_uv_udp_init(zbuf_uv_udp_t *zu);
  *
  * @param pool  receive pool (borrowed; must outlive receiving; may be
  *              shared with streams and other handles).  While receiving is
- *              paused on it the adapter owns its notify callback, as for
+ *              paused on it the adapter watches it, as for
  *              zbuf_uv_read_start().
  * @return 0; `-EINVAL`; `-EALREADY`; an error of `uv_udp_recv_start()`.
  */
