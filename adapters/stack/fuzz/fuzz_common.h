@@ -3,7 +3,9 @@
  * capturing driver (sent frames are checked and dropped), checksums not
  * verified (so the fuzzer reaches the parsers behind them), a virtual clock,
  * a fixed ISN key, TCP listeners and UDP sockets on ports 7 and 9 that echo
- * and discard.
+ * and discard.  fz_tx_hook, when set, sees every frame sent before it is
+ * dropped (a harness that plays the peer reads the stack's sequence numbers
+ * from it).
  */
 #ifndef ZBUF_STACK_FUZZ_COMMON_H
 #define ZBUF_STACK_FUZZ_COMMON_H
@@ -22,11 +24,15 @@ static uint64_t fz_clock(void *arg)
     return fz_now;
 }
 
+static void (*fz_tx_hook)(const zbuf_t *frame);
+
 static int fz_tx(void *ctx, zbuf_t *frame)
 {
     (void)ctx;
     if (zbuf_check(frame) != 0)
         abort();
+    if (fz_tx_hook)
+        fz_tx_hook(frame);
     zbuf_delete(frame);
     return 0;
 }
@@ -60,18 +66,24 @@ static void fz_udp(void *arg, zbuf_ip_udp_t *u, zbuf_t *d, uint32_t src, uint16_
         zbuf_delete(d);
 }
 
-static zbuf_ip_stack_t *fz_stack(zbuf_ip_netif_t **nif)
+/* The harnesses' configuration: virtual clock, fixed ISN key, checksums
+ * not verified, 8 KiB buffers. */
+static void fz_config(zbuf_ip_config_t *c)
 {
-    zbuf_ip_config_t c;
-    zbuf_ip_config_init(&c);
-    c.clock = fz_clock;
-    c.isn_key_set = true;
-    c.skip_rx_checksum = true;
-    c.tcp_rcv_buf = 8192;
-    c.tcp_snd_buf = 8192;
+    zbuf_ip_config_init(c);
+    c->clock = fz_clock;
+    c->isn_key_set = true;
+    c->skip_rx_checksum = true;
+    c->tcp_rcv_buf = 8192;
+    c->tcp_snd_buf = 8192;
+}
+
+/* A stack made with `c` (clock at 1000) and its capturing interface. */
+static zbuf_ip_stack_t *fz_stack_with(const zbuf_ip_config_t *c, zbuf_ip_netif_t **nif)
+{
     fz_now = 1000;
     zbuf_ip_stack_t *s;
-    if (zbuf_ip_stack_create(&c, &s) != 0)
+    if (zbuf_ip_stack_create(c, &s) != 0)
         abort();
     zbuf_ip_netif_config_t nc = {.addr = FZ_ADDR, .prefix_len = 24,
                                  .gateway = ZBUF_IP_ADDR(192, 0, 2, 254)};
@@ -79,6 +91,14 @@ static zbuf_ip_stack_t *fz_stack(zbuf_ip_netif_t **nif)
     zbuf_ip_driver_t drv = {.transmit = fz_tx};
     if (zbuf_ip_netif_add(s, &nc, &drv, NULL, nif) != 0)
         abort();
+    return s;
+}
+
+static inline zbuf_ip_stack_t *fz_stack(zbuf_ip_netif_t **nif)
+{
+    zbuf_ip_config_t c;
+    fz_config(&c);
+    zbuf_ip_stack_t *s = fz_stack_with(&c, nif);
     for (uint16_t port = 7; port <= 9; port += 2) {
         zbuf_ip_tcp_t *l;
         zbuf_ip_udp_t *u;

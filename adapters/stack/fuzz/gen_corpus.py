@@ -7,14 +7,73 @@ corpus/sequence/*  records op,len16,body (fuzz_sequence): a TCP handshake,
                    deterministic ISN; IPv4 fragment trains (in order, reversed,
                    overlapping, incomplete until the reassembly timeout, an
                    echo request whose reply leaves in fragments).
+corpus/established/*  step programs of fuzz_tcp_established (encoding in
+                   its header comment): bulk transfer, out-of-order arrivals,
+                   SACK recovery, zero window, FIN both ways; written first,
+                   without scapy.
 """
 import os
 import struct
-from scapy.all import ARP, ICMP, IP, TCP, UDP, Ether, Raw, fragment  # noqa: E402
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def seg(plen, a=0, b=0, c=0, d=0x0b, sacks=()):
+    """Peer segment: payload index plen, bytes A B C D, SACK block bytes."""
+    return bytes([plen << 3, a, b & 0xff, c, d | len(sacks) << 4, *sacks])
+
+
+def clock(arg):
+    return bytes([arg << 3 | 3])
+
+
+def write(arg):
+    return bytes([arg << 3 | 4])
+
+
+def recved(arg):
+    return bytes([arg << 3 | 5])
+
+
+def control(arg):
+    return bytes([arg << 3 | 6])
+
+
+def ack(arg):
+    return bytes([arg << 3 | 7])
+
+
+ALL = b"\x1e\x71\xff"     # passive open, MSS 1460, wscale 7, SACK, timestamps
+BARE = b"\x01\x00\xff"    # active open, no options
+established = {
+    "bulk_send": ALL + write(12) + clock(9) + ack(2) + ack(31) + write(13) + clock(31) +
+    ack(31) + clock(28),
+    "bulk_receive": ALL + seg(27) + seg(27) + recved(16) + seg(27, a=2) + clock(10) + recved(16),
+    "out_of_order": ALL + seg(18, b=10) + seg(18, b=11) + seg(18) + seg(18, b=-10) +
+    seg(18, b=9) + recved(16) + clock(31),
+    "sack_recovery": ALL + write(13) + clock(9) + seg(0, c=0x40, sacks=(0x11,)) +
+    seg(0, c=0x40, sacks=(0x12, 0x31)) + seg(0, c=0x40, sacks=(0x13,)) + clock(31) +
+    seg(0, c=0x40, d=0x4b, sacks=(0x10, 0x14)) + ack(31) + clock(31),
+    "zero_window": ALL + write(10) + seg(0, c=0x80 | 20, d=0) + clock(31) + clock(31) +
+    clock(31) + seg(0, d=0x0b) + ack(31),
+    "fin_both": BARE + write(5) + seg(20, a=1) + recved(16) + control(0) + clock(9) + ack(31) +
+    clock(28),
+    "rto_spurious": ALL + write(8) + clock(31) + clock(31) + seg(0, a=128) + ack(31),
+    "abort_close": BARE + write(12) + seg(4) + control(1) + clock(31) + ack(31) + clock(28),
+}
+os.makedirs(os.path.join(here, "corpus", "established"), exist_ok=True)
+for name, body in established.items():
+    with open(os.path.join(here, "corpus", "established", name), "wb") as fh:
+        fh.write(body)
+
+try:
+    from scapy.all import ARP, ICMP, IP, TCP, UDP, Ether, Raw, fragment  # noqa: E402
+except ImportError:
+    sys.exit("scapy missing: only corpus/established written")
 
 US_MAC, PEER_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 US, PEER = "192.0.2.1", "192.0.2.2"
-here = os.path.dirname(os.path.abspath(__file__))
 
 
 def eth(p):

@@ -356,10 +356,11 @@ static zbuf_ip_tcp_t *pcb_alloc(zbuf_ip_stack_t *s)
 {
     if (s->ntcp >= ZBUF_IP_TCP_PCBS) {
         /* Recycle the oldest TIME_WAIT connection, as lwIP does: it has
-         * nothing left to deliver. */
+         * nothing left to deliver.  Only one the application gave back:
+         * the others are its handles until it closes them. */
         zbuf_ip_tcp_t *victim = NULL;
         for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next)
-            if (!t->dead && t->state == ZBUF_IP_TCP_TIME_WAIT &&
+            if (!t->dead && t->app_closed && t->state == ZBUF_IP_TCP_TIME_WAIT &&
                 (victim == NULL || t->t_2msl < victim->t_2msl))
                 victim = t;
         if (victim == NULL) {
@@ -2541,13 +2542,13 @@ void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *z, uint32_t src, uint32_t ds
 
     zbuf_ip_tcp_t *t = lookup(s, src, sg.sport, dst, sg.dport);
     /* A new SYN for a pair in TIME_WAIT that cannot be taken for an old
-     * segment ends the wait and goes to the listener (RFC 6191). */
+     * segment ends the wait and goes to the listener (RFC 6191).  The old
+     * PCB ends as after its 2 MSL: freed if the application gave it back,
+     * else CLOSED and still the application's (lookups skip it). */
     if (t && t->state == ZBUF_IP_TCP_TIME_WAIT && (sg.flags & TCP_SYN) &&
         !(sg.flags & (TCP_ACK | TCP_RST)) && time_wait_reusable(t, &sg)) {
         s->st.tcp_tw_recycled++;
         pcb_finish(t);
-        t->app_closed = true;
-        pcb_kill(t);
         t = lookup(s, src, sg.sport, dst, sg.dport);
     }
     if (t == NULL) {

@@ -646,6 +646,45 @@ Test(recovery, syn_in_time_wait_with_a_newer_timestamp_reopens_rfc6191)
     peer_close(&p);
 }
 
+/* Found by fuzz_tcp_established: the application shut down but did not
+ * close, so the connection in TIME_WAIT is still its handle.  A new SYN
+ * ending the wait (RFC 6191) used to free that PCB under the application
+ * (a use after free at its next call); it must only become CLOSED. */
+Test(recovery, syn_in_time_wait_leaves_a_pcb_the_application_holds_closed)
+{
+    peer_t p;
+    peer_open(&p);
+    uint32_t b = PEER_ISN + 1;
+    zbuf_ip_tcp_t *old = p.e.pcb;
+    cr_assert_eq(zbuf_ip_tcp_shutdown(old), 0);
+    peer_note(&p);
+    zh_single_clear(&p.u);
+    p.u.now += RTT_MS;
+    peer_send(&p, b, p.iss + 2, 0x11, peer_tsval(&p), NULL, 0, NULL);
+    cr_assert_eq(zbuf_ip_tcp_state(old), ZBUF_IP_TCP_TIME_WAIT);
+    cr_assert_eq(p.e.eofs, 1);
+    cr_assert_eq(stats(&p).tcp_pcbs, 2, "the listener and the connection");
+    zh_single_clear(&p.u);
+    p.u.now += RTT_MS;
+    peer_send(&p, PEER_ISN + 100000, 0, 0x02, peer_tsval(&p), NULL, 0, NULL);
+    cr_assert_eq(stats(&p).tcp_tw_recycled, 1);
+    cr_assert_eq(stats(&p).tcp_pcbs, 3, "the old PCB stays, the application's");
+    cr_assert_eq(zbuf_ip_tcp_state(old), ZBUF_IP_TCP_CLOSED);
+    zbuf_ip_tcp_info_t in;
+    cr_assert_eq(zbuf_ip_tcp_info(old, &in), 0);
+    cr_assert_eq(p.e.errors, 0, "an orderly end, not a failure");
+    zbuf_ip_tcp_close(old);
+    cr_assert_eq(stats(&p).tcp_pcbs, 2, "closing it frees it");
+    zh_tcp_seg_t sa;
+    cr_assert(zh_tx_tcp(&p.u, 0, &sa));
+    cr_assert_eq(sa.flags, 0x12, "SYN-ACK from the listener");
+    zh_single_clear(&p.u);
+    p.e.pcb = NULL;
+    peer_send(&p, PEER_ISN + 100001, sa.seq + 1, 0x10, peer_tsval(&p) + 1, NULL, 0, NULL);
+    cr_assert_eq(p.e.accepted, 2);
+    peer_close(&p);
+}
+
 /* ------------------------------------------------ spurious timeouts */
 
 /* Queue 20 segments (10 fly), then let no ACK come until the first
