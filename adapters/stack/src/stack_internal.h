@@ -155,6 +155,7 @@ struct zbuf_ip_stack {
     unsigned nudp;
     struct zbuf_ip_tcp *tcps; /* every PCB, listeners included */
     unsigned ntcp;
+    unsigned tcp_dead;        /* PCBs killed, waiting for zbuf_ip__tcp_reap() */
     uint16_t next_port;     /* ephemeral port cursor */
     uint64_t challenge_window; /* start of the current 1-second window */
     unsigned challenge_count;

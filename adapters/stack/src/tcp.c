@@ -292,6 +292,7 @@ static void pcb_kill(zbuf_ip_tcp_t *t)
                 pcb_kill(c);
             }
     t->dead = true;
+    s->tcp_dead++;
     s->ntcp--; /* the slot is free now; the memory goes at the next reap */
     t->state = ZBUF_IP_TCP_CLOSED;
     t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
@@ -307,6 +308,9 @@ static void pcb_kill(zbuf_ip_tcp_t *t)
 
 void zbuf_ip__tcp_reap(zbuf_ip_stack_t *s)
 {
+    if (s->tcp_dead == 0)
+        return; /* the common case: no walk at every public call */
+    s->tcp_dead = 0;
     for (zbuf_ip_tcp_t **pp = &s->tcps; *pp;) {
         zbuf_ip_tcp_t *t = *pp;
         if (t->dead) {
