@@ -231,3 +231,49 @@ Test(limits, syn_ack_window_is_not_scaled_the_next_one_is)
     zbuf_ip_tcp_abort(a.pcb);
     zh_single_fini(&u);
 }
+
+static bool state_is(void *arg)
+{
+    void **v = arg;
+    return zbuf_ip_tcp_state(v[0]) == (zbuf_ip_tcp_state_t)(uintptr_t)v[1];
+}
+
+static void run_until_state(zh_pair_t *p, zbuf_ip_tcp_t *t, zbuf_ip_tcp_state_t st)
+{
+    void *v[2] = {t, (void *)(uintptr_t)st};
+    cr_assert(zh_pair_run(p, state_is, v, 5000), "state %s not reached (%s)",
+              zbuf_ip_tcp_state_name(st), zbuf_ip_tcp_state_name(zbuf_ip_tcp_state(t)));
+}
+
+/* A full table of TIME_WAIT connections the application still holds (it
+ * shut them down but never closed them) must not be recycled under it: a
+ * new PCB is refused instead.  Once the application gives one back, that
+ * one is recycled. */
+Test(limits, time_wait_pcbs_the_application_holds_are_never_recycled)
+{
+    zh_pair_t p;
+    zh_pair_init(&p, NULL, NULL);
+    ep_t b = {.close_on_eof = true};
+    ep_listen(&b, p.b, 80);
+    static zbuf_ip_tcp_t *held[ZBUF_IP_TCP_PCBS];
+    for (int i = 0; i < ZBUF_IP_TCP_PCBS; i++) {
+        cr_assert_eq(zbuf_ip_tcp_new(p.a, &held[i]), 0, "connection %d", i);
+        cr_assert_eq(zbuf_ip_tcp_connect(held[i], ZH_B, 80), 0);
+        run_until_state(&p, held[i], ZBUF_IP_TCP_ESTABLISHED);
+        cr_assert_eq(zbuf_ip_tcp_shutdown(held[i]), 0);
+        run_until_state(&p, held[i], ZBUF_IP_TCP_TIME_WAIT);
+    }
+    zbuf_ip_tcp_t *extra;
+    cr_assert_eq(zbuf_ip_tcp_new(p.a, &extra), -ENOSPC, "no PCB the application holds is taken");
+    for (int i = 0; i < ZBUF_IP_TCP_PCBS; i++)
+        cr_assert_eq(zbuf_ip_tcp_state(held[i]), ZBUF_IP_TCP_TIME_WAIT, "handle %d intact", i);
+    zbuf_ip_tcp_close(held[7]); /* given back: TIME_WAIT goes on, recyclable */
+    cr_assert_eq(zbuf_ip_tcp_new(p.a, &extra), 0, "the one given back is recycled");
+    zbuf_ip_tcp_abort(extra);
+    for (int i = 0; i < ZBUF_IP_TCP_PCBS; i++)
+        if (i != 7)
+            zbuf_ip_tcp_close(held[i]);
+    zbuf_ip_tcp_close(b.listener);
+    ep_fini(&b);
+    zh_pair_fini(&p);
+}
