@@ -37,7 +37,6 @@
 struct ip_frag {
     uint32_t off;  /* payload offset in the datagram, bytes */
     uint32_t len;  /* bytes, > 0; off + len <= IP_MAX_DATAGRAM */
-    uint32_t cost; /* bytes charged against the budget */
     zbuf_t *z;     /* the payload, owned */
 };
 
@@ -65,6 +64,16 @@ static uint32_t charge(const zbuf_t *z)
     return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
 }
 
+/* Empty slot `i` and free its record (the fragments are the caller's). */
+static void slot_release(zbuf_ip_stack_t *s, int i)
+{
+    struct ip_reasm *r = s->reasm[i];
+    s->st.ip_reasm_held -= r->cost;
+    s->st.ip_reasm_pending--;
+    s->reasm[i] = NULL;
+    free(r);
+}
+
 /* Free slot `i` and everything it holds.  Every held fragment counts as
  * dropped. */
 static void reasm_free(zbuf_ip_stack_t *s, int i)
@@ -74,10 +83,7 @@ static void reasm_free(zbuf_ip_stack_t *s, int i)
         zbuf_delete(r->frag[k].z);
     s->st.ip_frag_drops += r->n;
     s->st.rx_drops += r->n;
-    s->st.ip_reasm_held -= r->cost;
-    s->st.ip_reasm_pending--;
-    s->reasm[i] = NULL;
-    free(r);
+    slot_release(s, i);
 }
 
 static int reasm_find(const zbuf_ip_stack_t *s, uint32_t src, uint32_t dst, uint8_t proto,
@@ -153,10 +159,7 @@ static int reasm_join(zbuf_ip_stack_t *s, int i, zbuf_t **out)
         return -ENOMEM;
     }
     s->st.ip_reassembled++;
-    s->st.ip_reasm_held -= r->cost;
-    s->st.ip_reasm_pending--;
-    s->reasm[i] = NULL;
-    free(r);
+    slot_release(s, i);
     *out = z;
     return 1;
 }
@@ -243,7 +246,7 @@ int zbuf_ip__reasm_input(zbuf_ip_netif_t *nif, zbuf_t *frag, uint32_t src, uint3
         s->st.ip_reasm_drops++;
     }
     memmove(&r->frag[k + 1], &r->frag[k], (r->n - k) * sizeof r->frag[0]);
-    r->frag[k] = (struct ip_frag){.off = off, .len = len, .cost = cost, .z = frag};
+    r->frag[k] = (struct ip_frag){.off = off, .len = len, .z = frag};
     r->n++;
     r->have += len;
     r->cost += cost;

@@ -173,8 +173,7 @@ static void arp_drop_entry(zbuf_ip_stack_t *s, struct arp_entry *e)
 {
     for (unsigned i = 0; i < e->nqueue; i++)
         zbuf_delete(e->queue[i].pkt);
-    s->arp_qbytes -= e->qbytes;
-    s->st.arp_queue_held = s->arp_qbytes;
+    s->st.arp_queue_held -= e->qbytes;
     memset(e, 0, sizeof *e);
 }
 
@@ -402,8 +401,7 @@ static void arp_set_valid(zbuf_ip_stack_t *s, struct arp_entry *e, const uint8_t
     struct ip_dgram q[ZBUF_IP_ARP_QUEUE];
     memcpy(q, e->queue, n * sizeof q[0]);
     e->nqueue = 0;
-    s->arp_qbytes -= e->qbytes;
-    s->st.arp_queue_held = s->arp_qbytes;
+    s->st.arp_queue_held -= e->qbytes;
     e->qbytes = 0;
     zbuf_ip_netif_t *nif = e->nif;
     uint8_t to[6];
@@ -494,15 +492,14 @@ static int arp_output(zbuf_ip_netif_t *nif, const struct ip_dgram *d, uint32_t n
     }
     size_t cost = zbuf_ip__pinned(d->pkt);
     if (e->nqueue == ZBUF_IP_ARP_QUEUE || cost > ZBUF_IP_ARP_QUEUE_BYTES - e->qbytes ||
-        cost > ZBUF_IP_ARP_QUEUE_TOTAL_BYTES - s->arp_qbytes) {
+        cost > ZBUF_IP_ARP_QUEUE_TOTAL_BYTES - s->st.arp_queue_held) {
         s->st.arp_queue_drops++;
         zbuf_delete(d->pkt);
         return -ENOBUFS;
     }
     e->queue[e->nqueue++] = *d;
     e->qbytes += cost;
-    s->arp_qbytes += cost;
-    s->st.arp_queue_held = s->arp_qbytes;
+    s->st.arp_queue_held += cost;
     return 0;
 }
 
@@ -649,8 +646,10 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
 
 /* ------------------------------------------------------------------ ICMP */
 
-static int icmp_send(zbuf_ip_stack_t *s, zbuf_t *payload, uint8_t type, uint16_t id,
-                     uint16_t seq, uint32_t src, uint32_t dst)
+/* Send an ICMP message of `type` and `code` whose rest-of-header is id and
+ * seq (0 and 0 for errors) in front of `payload` (consumed). */
+static int icmp_send(zbuf_ip_stack_t *s, zbuf_t *payload, uint8_t type, uint8_t code,
+                     uint16_t id, uint16_t seq, uint32_t src, uint32_t dst)
 {
     uint8_t *h;
     if (zbuf_prepend_space(payload, ICMP_HLEN, (void **)&h) != 0) {
@@ -658,7 +657,7 @@ static int icmp_send(zbuf_ip_stack_t *s, zbuf_t *payload, uint8_t type, uint16_t
         return -ENOMEM;
     }
     h[0] = type;
-    h[1] = 0;
+    h[1] = code;
     put16(h + 2, 0);
     put16(h + 4, id);
     put16(h + 6, seq);
@@ -688,7 +687,7 @@ static int icmp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t ds
         /* Echo the request's own payload segments behind a new header. */
         zbuf_cut(z, 0, ICMP_HLEN, NULL);
         s->st.icmp_echo_tx++;
-        icmp_send(s, z, 0, id, seq, dst, src);
+        icmp_send(s, z, 0, 0, id, seq, dst, src);
         return 0;
     }
     if (type == 0 && code == 0 && s->cfg.ping_reply) {
@@ -719,16 +718,8 @@ int zbuf_ip__icmp_reasm_timeout(zbuf_ip_stack_t *s, const uint8_t *orig, size_t 
         return -ENOMEM;
     }
     memcpy(p, orig, len); /* the quoted header, built like any header */
-    uint8_t *h;
-    if (zbuf_prepend_space(z, ICMP_HLEN, (void **)&h) != 0) {
-        zbuf_delete(z);
-        return -ENOMEM;
-    }
-    memset(h, 0, ICMP_HLEN);
-    h[0] = 11; /* time exceeded */
-    h[1] = 1;  /* fragment reassembly time exceeded */
-    put16(h + 2, zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, zbuf_length(z), 0)));
-    return zbuf_ip__output(s, z, from, to, IP_PROTO_ICMP);
+    /* time exceeded (11), fragment reassembly time exceeded (1) */
+    return icmp_send(s, z, 11, 1, 0, 0, from, to);
 }
 
 int zbuf_ip_ping(zbuf_ip_stack_t *s, uint32_t dst, uint16_t id, uint16_t seq, zbuf_t *data)
@@ -741,7 +732,7 @@ int zbuf_ip_ping(zbuf_ip_stack_t *s, uint32_t dst, uint16_t id, uint16_t seq, zb
     if (z == NULL && zbuf_create(&z) != 0)
         return -ENOMEM;
     enter(s);
-    icmp_send(s, z, 8, id, seq, 0, dst); /* consumed either way: a drop is a loss */
+    icmp_send(s, z, 8, 0, id, seq, 0, dst); /* consumed either way: a drop is a loss */
     leave(s);
     return 0;
 }
@@ -934,7 +925,8 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z)
         return -ENOENT;
     }
     uint8_t iph[IP_HLEN]; /* h may point into a segment the cuts below free */
-    memcpy(iph, h, IP_HLEN);
+    if (frag & 0x3fff)
+        memcpy(iph, h, IP_HLEN); /* only fragments need the header later */
     if (total < len)
         zbuf_cut(z, total, ZBUF_TO_END, NULL); /* Ethernet padding */
     zbuf_cut(z, 0, hlen, NULL);                /* options, if any, are ignored */
@@ -1026,12 +1018,12 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
     for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
         zbuf_ip_netif_t *nif = &s->netifs[i];
         if (nif->in_use && nif->drv.poll) {
-            nif->polling = true;
+            nif->polling++;
             int r = nif->drv.poll(nif->ctx, ZBUF_IP_POLL_BUDGET);
-            nif->polling = false;
+            nif->polling--;
             if (r > 0)
                 n += r;
-            if (nif->detach_pending) {
+            if (nif->polling == 0 && nif->detach_pending) {
                 nif->detach_pending = false;
                 if (nif->drv.detach)
                     nif->drv.detach(nif->ctx);

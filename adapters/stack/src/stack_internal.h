@@ -102,7 +102,7 @@ struct zbuf_ip_netif {
     zbuf_ip_driver_t drv;
     void *ctx;
     bool in_use;
-    bool polling;           /* its driver's poll() is running */
+    unsigned polling;       /* its driver's poll() is running (nested: a callback may poll) */
     bool detach_pending;    /* removed from inside that poll: detach when it returns */
 };
 
@@ -160,7 +160,6 @@ struct zbuf_ip_stack {
     uint64_t challenge_window; /* start of the current 1-second window */
     unsigned challenge_count;
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
-    size_t arp_qbytes;      /* sum of every entry's qbytes (<= ZBUF_IP_ARP_QUEUE_TOTAL_BYTES) */
 #define ZBUF_IP__ID_BUCKETS 64
     uint16_t ip_ids[ZBUF_IP__ID_BUCKETS]; /* IPv4 id counters of fragmented datagrams */
     struct ip_reasm *reasm[ZBUF_IP_REASM_MAX]; /* NULL: free slot */

@@ -259,6 +259,13 @@ static bool synchronized(const zbuf_ip_tcp_t *t)
 
 /* ------------------------------------------------------------- life cycle */
 
+/* Disarm all seven timers. */
+static void timers_stop(zbuf_ip_tcp_t *t)
+{
+    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
+    t->t_rack = t->t_tlp = 0;
+}
+
 static void ooo_clear(zbuf_ip_tcp_t *t)
 {
     while (t->ooo) {
@@ -295,8 +302,7 @@ static void pcb_kill(zbuf_ip_tcp_t *t)
     s->tcp_dead++;
     s->ntcp--; /* the slot is free now; the memory goes at the next reap */
     t->state = ZBUF_IP_TCP_CLOSED;
-    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
-    t->t_rack = t->t_tlp = 0;
+    timers_stop(t);
     t->output_pending = false;
     zbuf_delete(t->sndq);
     t->sndq = NULL;
@@ -350,8 +356,7 @@ static void pcb_fail(zbuf_ip_tcp_t *t, int err)
 static void pcb_finish(zbuf_ip_tcp_t *t)
 {
     t->state = ZBUF_IP_TCP_CLOSED;
-    t->t_rtx = t->t_persist = t->t_delack = t->t_2msl = t->t_keep = 0;
-    t->t_rack = t->t_tlp = 0;
+    timers_stop(t);
     if (t->app_closed)
         pcb_kill(t);
 }
@@ -484,9 +489,16 @@ static uint32_t tcp_pipe(const zbuf_ip_tcp_t *t)
     return p > 0 ? (uint32_t)p : 0;
 }
 
+/* May `r` be (re)marked lost: not SACKed, and not lost while not yet sent
+ * again? */
+static bool lost_markable(const struct txseg *r)
+{
+    return !(r->flags & TX_SACKED) && (r->flags & (TX_LOST | TX_RETRANS)) != TX_LOST;
+}
+
 static bool mark_lost(zbuf_ip_tcp_t *t, struct txseg *r)
 {
-    if ((r->flags & TX_SACKED) || (r->flags & (TX_LOST | TX_RETRANS)) == TX_LOST)
+    if (!lost_markable(r))
         return false;
     uint32_t n = seg_len(r);
     if (r->flags & TX_RETRANS) {
@@ -777,8 +789,7 @@ static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen, bool fin_
     if (SEQ_LT(seq, t->snd_max)) {
         t->retransmits++;
         t->stack->st.tcp_retransmits++;
-        if (!t->ts_ok)
-            t->timing = false; /* Karn: no sample from anything retransmitted */
+        t->timing = false; /* Karn: no sample from anything retransmitted */
     }
     if (t->in_recovery)
         t->prr_out += (uint32_t)(len + fin);
@@ -863,12 +874,11 @@ static int tcp_output_inner(zbuf_ip_tcp_t *t)
         size_t qlen = zbuf_length(t->sndq);
         uint32_t smss = send_mss(t);
         while (sent < ZBUF_IP_TCP_BURST) {
-            size_t off = t->snd_max - t->snd_una;
-            if (off > qlen)
-                break; /* FIN already sent */
-            size_t avail = qlen - off;
-            uint32_t pipe = tcp_pipe(t);
             uint32_t flight = t->snd_max - t->snd_una;
+            if (flight > qlen)
+                break; /* FIN already sent */
+            size_t avail = qlen - flight;
+            uint32_t pipe = tcp_pipe(t);
             uint32_t cwnd_room = t->cwnd > pipe ? t->cwnd - pipe : 0;
             uint32_t wnd_room = t->snd_wnd > flight ? t->snd_wnd - flight : 0;
             uint32_t usable = umin32(cwnd_room, wnd_room);
@@ -877,7 +887,7 @@ static int tcp_output_inner(zbuf_ip_tcp_t *t)
                 len = smss;
             if (len > usable)
                 len = usable;
-            bool fin = t->fin_queued && off + len == qlen;
+            bool fin = t->fin_queued && flight + len == qlen;
             if (len == 0 && !fin)
                 break;
             if (len < smss && !fin) {
@@ -1841,7 +1851,7 @@ static bool rack_detect(zbuf_ip_tcp_t *t)
     bool lost = false;
     for (uint32_t i = 0; i < t->rq_n; i++) {
         struct txseg *r = rq_at(t, i);
-        if ((r->flags & TX_SACKED) || (r->flags & (TX_LOST | TX_RETRANS)) == TX_LOST)
+        if (!lost_markable(r))
             continue;
         if (!sent_after(t->rack_xmit, t->rack_end, r->xmit, r->end))
             continue;
@@ -1906,20 +1916,41 @@ static void prr_update(zbuf_ip_tcp_t *t, uint32_t delivered)
     t->cwnd = pipe + (uint32_t)sndcnt;
 }
 
+/* ssthresh after a loss: half the flight, at least two segments. */
+static uint32_t loss_ssthresh(const zbuf_ip_tcp_t *t, uint32_t flight)
+{
+    return flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+}
+
+/* Let at least one segment go beyond the pipe. */
+static void cwnd_floor(zbuf_ip_tcp_t *t)
+{
+    uint32_t need = tcp_pipe(t) + t->mss;
+    if (t->cwnd < need)
+        t->cwnd = need;
+}
+
+/* Start an episode that may be undone: remember what to restore and the
+ * range [snd_una, snd_max) it covers. */
+static void undo_begin(zbuf_ip_tcp_t *t, bool ok, bool rto)
+{
+    t->undo_ok = ok;
+    t->undo_rto = rto;
+    t->undo_lo = t->snd_una;
+    t->undo_hi = t->snd_max;
+    t->undo_retrans = t->undo_sent = 0;
+    t->prior_cwnd = t->cwnd;
+    t->prior_ssthresh = t->ssthresh;
+}
+
 /* A loss was found: start fast recovery (RFC 6675 / 6937).  The first lost
  * segment goes at once, whatever PRR says (the fast retransmit). */
 static void enter_recovery(zbuf_ip_tcp_t *t)
 {
     zbuf_ip_stack_t *s = t->stack;
     uint32_t flight = t->snd_max - t->snd_una;
-    t->undo_ok = true;
-    t->undo_lo = t->snd_una;
-    t->undo_hi = t->snd_max;
-    t->undo_retrans = t->undo_sent = 0;
-    t->undo_rto = false;
-    t->prior_cwnd = t->cwnd;
-    t->prior_ssthresh = t->ssthresh;
-    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    undo_begin(t, true, false);
+    t->ssthresh = loss_ssthresh(t, flight);
     t->recover = t->snd_max;
     t->in_recovery = true;
     t->recover_fs = flight;
@@ -1928,8 +1959,7 @@ static void enter_recovery(zbuf_ip_tcp_t *t)
     t->t_tlp = 0;
     s->st.tcp_fast_retransmits++;
     prr_update(t, 0);
-    if (t->cwnd < tcp_pipe(t) + t->mss)
-        t->cwnd = tcp_pipe(t) + t->mss;
+    cwnd_floor(t);
 }
 
 /* The first segment is deemed lost (duplicate ACKs, NewReno partial ACK). */
@@ -1981,7 +2011,7 @@ static void tlp_acked(zbuf_ip_tcp_t *t, const struct seg *sg)
     if (t->ts_ok && sg->has_ts && SEQ_LT(sg->tsecr, t->tlp_tsval))
         return; /* the original's ACK: nothing was lost */
     uint32_t flight = t->snd_max - t->snd_una;
-    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    t->ssthresh = loss_ssthresh(t, flight);
     if (t->cwnd > t->ssthresh)
         t->cwnd = t->ssthresh;
 }
@@ -2082,15 +2112,13 @@ static bool process_ack(zbuf_ip_tcp_t *t, const struct seg *sg)
         try_undo(t);
     } else if (t->in_recovery) {
         prr_update(t, delivered);
-        if (partial && t->cwnd < tcp_pipe(t) + t->mss)
-            t->cwnd = tcp_pipe(t) + t->mss;
-    } else if (acked && lost == false && t->lost_out == 0) {
-        if (t->cwnd < t->ssthresh)
-            t->cwnd += umin32(acked, t->mss); /* slow start (RFC 5681, L = 1 SMSS) */
-        else
-            t->cwnd += umin32(acked, (uint32_t)((uint64_t)t->mss * t->mss / (t->cwnd ? t->cwnd : 1)) + 1);
+        if (partial)
+            cwnd_floor(t);
     } else if (acked && t->cwnd < t->ssthresh) {
-        t->cwnd += umin32(acked, t->mss); /* slow start after a timeout */
+        /* Slow start (RFC 5681, L = 1 SMSS), after a timeout too. */
+        t->cwnd += umin32(acked, t->mss);
+    } else if (acked && lost == false && t->lost_out == 0) {
+        t->cwnd += umin32(acked, (uint32_t)((uint64_t)t->mss * t->mss / (t->cwnd ? t->cwnd : 1)) + 1);
     }
     if (t->tlp_valid && SEQ_GEQ(t->snd_una, t->tlp_end))
         tlp_acked(t, sg);
@@ -2611,12 +2639,7 @@ static void on_rto(zbuf_ip_tcp_t *t)
     if (t->nrexmit == 1 && !t->in_recovery) {
         /* A new timeout episode, maybe spurious (rto_check()): remember
          * what to restore. */
-        t->undo_ok = t->undo_rto = ZBUF_IP_TCP_SPURIOUS_RTO;
-        t->undo_lo = t->snd_una;
-        t->undo_hi = t->snd_max;
-        t->undo_retrans = t->undo_sent = 0;
-        t->prior_cwnd = t->cwnd;
-        t->prior_ssthresh = t->ssthresh;
+        undo_begin(t, ZBUF_IP_TCP_SPURIOUS_RTO, ZBUF_IP_TCP_SPURIOUS_RTO);
         t->rto_prior_recover = t->recover;
         t->rto_prior = t->rto;
         t->rto_high = t->snd_max;
@@ -2629,7 +2652,7 @@ static void on_rto(zbuf_ip_tcp_t *t)
     }
     t->frto = t->nrexmit == 1 ? t->frto : 0; /* F-RTO judges the first timeout only */
     uint32_t flight = t->snd_max - t->snd_una;
-    t->ssthresh = flight / 2 > 2u * t->mss ? flight / 2 : 2u * t->mss;
+    t->ssthresh = loss_ssthresh(t, flight);
     t->cwnd = t->mss;
     t->recover = t->snd_max;
     t->in_recovery = false;
@@ -2646,7 +2669,7 @@ static void on_rto(zbuf_ip_tcp_t *t)
             rq_uncount(t, r, seg_len(r));
             r->flags &= (uint8_t)~TX_SACKED;
         }
-        if (!(r->flags & TX_SACKED) && (r->flags & (TX_LOST | TX_RETRANS)) != TX_LOST) {
+        if (lost_markable(r)) {
             rq_uncount(t, r, seg_len(r));
             r->flags = (uint8_t)((r->flags & ~TX_RETRANS) | TX_LOST);
             t->lost_out += seg_len(r);
@@ -2668,13 +2691,12 @@ static void on_tlp(zbuf_ip_tcp_t *t)
     if (t->snd_una == t->snd_max || !can_send_data(t))
         return;
     size_t qlen = zbuf_length(t->sndq);
-    size_t off = t->snd_max - t->snd_una;
     uint32_t flight = t->snd_max - t->snd_una;
-    size_t avail = off <= qlen ? qlen - off : 0;
+    size_t avail = flight <= qlen ? qlen - flight : 0;
     size_t len = avail < t->mss ? avail : t->mss;
     bool sent = false;
     t->tlp_retrans = false;
-    if ((len > 0 || (t->fin_queued && off == qlen)) && t->snd_wnd >= flight + len)
+    if ((len > 0 || (t->fin_queued && flight == qlen)) && t->snd_wnd >= flight + len)
         sent = send_new(t, len) > 0;
     for (uint32_t i = t->rq_n; !sent && i-- > 0;) {
         struct txseg *r = rq_at(t, i);
@@ -2745,7 +2767,6 @@ int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s)
             continue;
         if (t->t_rack && now >= t->t_rack) {
             n++;
-            t->t_rack = 0;
             if (rack_detect(t) && may_recover(t))
                 enter_recovery(t);
             tcp_output_inner(t);

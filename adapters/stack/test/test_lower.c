@@ -482,6 +482,7 @@ static int dying_transmit(void *ctx, zbuf_t *frame)
 struct remover {
     zbuf_ip_netif_t *nif;
     int got;
+    bool poll_first; /* call zbuf_ip_poll() from the callback before removing */
 };
 
 static void remove_on_recv(void *arg, zbuf_ip_udp_t *u, zbuf_t *d, uint32_t src, uint16_t sport)
@@ -492,11 +493,13 @@ static void remove_on_recv(void *arg, zbuf_ip_udp_t *u, zbuf_t *d, uint32_t src,
     struct remover *r = arg;
     r->got++;
     zbuf_delete(d);
+    if (r->poll_first)
+        zbuf_ip_poll(zbuf_ip_netif_stack(r->nif)); /* nested: the driver's poll runs again */
     zbuf_ip_netif_remove(r->nif);
     zbuf_ip_netif_remove(r->nif); /* twice: still one detach */
 }
 
-Test(lower, netif_removed_from_inside_its_own_drivers_poll_detaches_after_it)
+static void remove_inside_poll(bool poll_first)
 {
     zbuf_ip_stack_t *s;
     cr_assert_eq(zbuf_ip_stack_create(NULL, &s), 0);
@@ -517,15 +520,32 @@ Test(lower, netif_removed_from_inside_its_own_drivers_poll_detaches_after_it)
     zbuf_ip_udp_t *pcb;
     zbuf_ip_udp_new(s, &pcb);
     zbuf_ip_udp_bind(pcb, ZBUF_IP_ANY, 7);
-    struct remover r = {nif, 0};
+    struct remover r = {nif, 0, poll_first};
     zbuf_ip_udp_set_recv(pcb, remove_on_recv, &r);
 
-    cr_assert_eq(zbuf_ip_poll(s), 5, "the driver delivered its five frames");
-    cr_assert_eq(r.got, 1, "frames after the removal are dropped");
+    if (poll_first) {
+        /* Each callback polls, which re-enters the driver: every frame is
+         * delivered one level deeper, the innermost callback removes. */
+        cr_assert_eq(zbuf_ip_poll(s), 1, "the outer poll delivered one frame");
+        cr_assert_eq(r.got, 5);
+    } else {
+        cr_assert_eq(zbuf_ip_poll(s), 5, "the driver delivered its five frames");
+        cr_assert_eq(r.got, 1, "frames after the removal are dropped");
+    }
     cr_assert_eq(detached, 1, "detached once, after the poll returned");
     cr_assert_null(zbuf_ip_netif_next(s, NULL));
     zbuf_ip_netif_remove(nif); /* a removed interface: no-op */
     cr_assert_eq(detached, 1);
     zbuf_ip_udp_delete(pcb);
     zbuf_ip_stack_delete(s);
+}
+
+Test(lower, netif_removed_from_inside_its_own_drivers_poll_detaches_after_it)
+{
+    remove_inside_poll(false);
+}
+
+Test(lower, netif_removed_after_a_nested_poll_still_detaches_after_the_outer_one)
+{
+    remove_inside_poll(true);
 }

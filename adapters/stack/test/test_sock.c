@@ -166,6 +166,15 @@ static void connected_pair(zh_pair_t *p, uint16_t port, zbuf_ip_sock_t **l, zbuf
     wait_event(p, *c, ZBUF_IP_SOCK_CONNECTED);
 }
 
+/* zbuf_ip_sock_bufsend() 1 MiB of pattern `salt` (four times the send
+ * buffer) on c, counting its release; the caller frees the buffer. */
+static uint8_t *bufsend_mib(zbuf_ip_sock_t *c, uint32_t salt, int *released)
+{
+    uint8_t *buf = pattern_buf(1u << 20, salt);
+    cr_assert_eq(zbuf_ip_sock_bufsend(c, buf, 1u << 20, count_release, released), 0);
+    return buf;
+}
+
 Test(sock, close_right_after_a_send_larger_than_the_buffer_delivers_every_byte)
 {
     zh_pair_t p;
@@ -179,10 +188,8 @@ Test(sock, close_right_after_a_send_larger_than_the_buffer_delivers_every_byte)
     /* Both send 1 MiB, four times the send buffer; c closes at once with
      * most of its bytes still in the socket and unread data arriving. */
     size_t n = 1u << 20;
-    uint8_t *from_c = pattern_buf(n, 3), *from_a = pattern_buf(n, 4);
     int rel_c = 0, rel_a = 0;
-    cr_assert_eq(zbuf_ip_sock_bufsend(a, from_a, n, count_release, &rel_a), 0);
-    cr_assert_eq(zbuf_ip_sock_bufsend(c, from_c, n, count_release, &rel_c), 0);
+    uint8_t *from_a = bufsend_mib(a, 4, &rel_a), *from_c = bufsend_mib(c, 3, &rel_c);
     zh_pair_run(&p, NULL, NULL, 5);
     zbuf_ip_sock_close(c);
     cr_assert_eq(rel_c, 0, "queued bytes are not released by the close");
@@ -210,10 +217,8 @@ Test(sock, closed_socket_still_sending_is_freed_by_a_reset)
     cr_assert_eq(zbuf_ip_sock_listen(p.b, ZBUF_IP_ANY, 7004, 4, &l), 0);
     cr_assert_eq(zbuf_ip_sock_connect(p.a, ZH_B, 7004, &c), 0);
     wait_event(&p, l, ZBUF_IP_SOCK_ACCEPTABLE);
-    size_t n = 1u << 20;
-    uint8_t *buf = pattern_buf(n, 5);
     int released = 0;
-    cr_assert_eq(zbuf_ip_sock_bufsend(c, buf, n, count_release, &released), 0);
+    uint8_t *buf = bufsend_mib(c, 5, &released);
     zbuf_ip_sock_close(c);
     zbuf_ip_sock_close(l); /* resets the unaccepted connection */
     zh_pair_run(&p, NULL, NULL, 2000);
@@ -231,10 +236,8 @@ Test(sock, deleting_the_stack_releases_what_a_closed_socket_still_held)
     zh_pair_init(&p, NULL, NULL);
     zbuf_ip_sock_t *l, *c, *a;
     connected_pair(&p, 7005, &l, &c, &a);
-    size_t n = 1u << 20;
-    uint8_t *buf = pattern_buf(n, 6);
     int released = 0;
-    cr_assert_eq(zbuf_ip_sock_bufsend(c, buf, n, count_release, &released), 0);
+    uint8_t *buf = bufsend_mib(c, 6, &released);
     zbuf_ip_sock_close(c);
     zh_pair_run(&p, NULL, NULL, 2);
     cr_assert_eq(released, 0);
@@ -252,10 +255,8 @@ Test(sock, closed_socket_facing_a_shut_window_gives_up_after_bounded_probes)
     zbuf_ip_sock_t *l, *c, *a;
     connected_pair(&p, 7006, &l, &c, &a);
     /* a never reads: its window closes for good.  c sends 1 MiB and closes. */
-    size_t n = 1u << 20;
-    uint8_t *buf = pattern_buf(n, 7);
     int released = 0;
-    cr_assert_eq(zbuf_ip_sock_bufsend(c, buf, n, count_release, &released), 0);
+    uint8_t *buf = bufsend_mib(c, 7, &released);
     zh_pair_run(&p, NULL, NULL, 50);
     zbuf_ip_sock_close(c);
     zbuf_ip_stats_t st;

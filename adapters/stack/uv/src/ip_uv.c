@@ -44,14 +44,11 @@ struct zbuf_ip_uv {
     struct watch *watches; /* watched (or paused) descriptors */
     uint64_t armed;        /* deadline the timer is aimed at; ZBUF_IP_NEVER when stopped */
     uint64_t stale;        /* a past deadline a poll did nothing about (see on_prepare) */
-    unsigned in_poll;      /* depth of our zbuf_ip_poll() calls */
     unsigned open_handles; /* handles not yet through their close callback */
     bool ref;
     bool closing;
     zbuf_ip_uv_close_cb close_cb;
     void *close_arg;
-    zbuf_ip_netif_t *remove_later[ZBUF_IP_MAX_NETIFS]; /* removals asked for during a poll */
-    unsigned nremove;
     zbuf_ip_uv_stats_t st;
 };
 
@@ -117,25 +114,15 @@ static struct watch *find_watch(const zbuf_ip_uv_t *h, const zbuf_ip_netif_t *ni
 
 /* --------------------------------------------------------------- polling */
 
-static void run_removals(zbuf_ip_uv_t *h)
-{
-    while (h->nremove > 0)
-        zbuf_ip_netif_remove(h->remove_later[--h->nremove]);
-}
-
 /* Poll the stack once; returns zbuf_ip_poll()'s count (0 when closing). */
 static int poll_stack(zbuf_ip_uv_t *h)
 {
     if (h->closing)
         return 0;
-    h->in_poll++;
     int n = zbuf_ip_poll(h->stack);
-    h->in_poll--;
     h->st.polls++;
     if (n <= 0)
         h->st.empty_polls++;
-    if (h->in_poll == 0)
-        run_removals(h);
     return n;
 }
 
@@ -371,15 +358,9 @@ int zbuf_ip_uv_netif_remove(zbuf_ip_uv_t *h, zbuf_ip_netif_t *nif)
     struct watch *w = find_watch(h, nif);
     if (w)
         watch_end(w);
-    if (h->in_poll == 0) {
-        zbuf_ip_netif_remove(nif);
-        return 0;
-    }
-    for (unsigned i = 0; i < h->nremove; i++)
-        if (h->remove_later[i] == nif)
-            return 0;
-    /* A stack has at most ZBUF_IP_MAX_NETIFS interfaces, so there is room. */
-    h->remove_later[h->nremove++] = nif;
+    /* Safe inside a poll too: the stack defers the driver's detach until
+     * that driver's poll has returned. */
+    zbuf_ip_netif_remove(nif);
     return 0;
 }
 

@@ -207,9 +207,10 @@ ZBUF_IP_UV_EXPORT int zbuf_ip_uv_tap_open(zbuf_ip_uv_t *h, const char *name,
  *        descriptor (if watched), then zbuf_ip_netif_remove().
  *
  * May be called from any callback, including the stack's own callbacks that
- * run inside a poll of that very interface: the removal is then done right
- * after that poll returns (the descriptor is unwatched at once).  Works for
- * interfaces without a descriptor too.
+ * run inside a poll of that very interface: the descriptor is unwatched and
+ * the interface stops at once, and the stack detaches its driver once that
+ * poll has returned (see zbuf_ip_netif_remove()).  Works for interfaces
+ * without a descriptor too.
  *
  * @return 0; `-EINVAL` (NULL, or not an interface of the attached stack).
  */
