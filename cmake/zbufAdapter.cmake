@@ -24,8 +24,11 @@ function(zbuf_adapter_library)
   if(A_STATIC_DEFINITIONS)
     target_compile_definitions(${static} INTERFACE ${A_STATIC_DEFINITIONS})
   endif()
+  # INSTALL_RPATH: the adapter finds libzbuf.so (and its sibling adapters)
+  # in its own directory, whatever the prefix (see the top-level CMakeLists).
   set_target_properties(${shared} PROPERTIES OUTPUT_NAME ${A_OUTPUT} EXPORT_NAME ${A_EXPORT}
-                        VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+                        VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+                        INSTALL_RPATH "${ZBUF_LIB_RPATH}")
   if(A_MAP)
     set_target_properties(${shared} PROPERTIES LINK_OPTIONS "-Wl,--version-script=${A_MAP}"
                           LINK_DEPENDS ${A_MAP})
@@ -44,12 +47,12 @@ function(zbuf_adapter_library)
   add_library(zbuf::${A_EXPORT}_static ALIAS ${static})
 
   install(TARGETS ${shared} ${static} ${A_EXTRA_TARGETS} EXPORT ${A_OUTPUT}Targets
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT devel
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools
           INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-  install(DIRECTORY include/zbuf DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(DIRECTORY include/zbuf DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel)
   install(EXPORT ${A_OUTPUT}Targets NAMESPACE zbuf:: FILE ${A_OUTPUT}Targets.cmake
-          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/zbuf)
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/zbuf COMPONENT devel)
   zbuf_pkgconfig(${A_OUTPUT})
 endfunction()

@@ -5,8 +5,9 @@
 #   asan      gcc, ASan + UBSan, debug chain checks after every call
 #   tsan      clang, ThreadSanitizer, the tests labelled 'threads'
 # plus a clang -Werror build of everything, the Doxygen docs (warnings fail),
-# and an install into build/prefix consumed by examples/consumer through both
-# CMake find_package() and pkg-config.
+# and scripts/test-install.sh: an install into build/prefix (run paths, man
+# pages) consumed by examples/consumer through both CMake find_package() and
+# pkg-config, and Debian packages unpacked into a scratch root.
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,19 +56,9 @@ if [ $quick -eq 0 ]; then
         -DZBUF_BUILD_BENCH=OFF -DZBUF_BUILD_DOCS=OFF && runtests tsan -L threads || rc=1
   # clang -Werror build of everything, and the libFuzzer harnesses run for a bounded time.
   build clang -DCMAKE_C_COMPILER=clang -DZBUF_FUZZ=ON && runtests clang -L fuzz || rc=1
-  echo "==> install + out-of-tree consumer (find_package and pkg-config)"
-  if cmake --install build/release >build-install.log 2>&1 &&
-     cmake -S examples/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$root/build/prefix" >>build-install.log 2>&1 &&
-     cmake --build build/consumer >>build-install.log 2>&1 && build/consumer/consumer >>build-install.log 2>&1 &&
-     build/consumer/consumer_adapters >>build-install.log 2>&1 &&
-     PKG_CONFIG_PATH="$(dirname "$(find "$root/build/prefix" -name zbuf.pc | head -n1)")" \
-       make -C examples/consumer OUT="$root/build/consumer-pc" >>build-install.log 2>&1 &&
-     build/consumer-pc/consumer >>build-install.log 2>&1 &&
-     build/consumer-pc/consumer_adapters >>build-install.log 2>&1; then
-    echo "install + consumer OK"
-  else
-    tail -n 40 build-install.log; rc=1
-  fi
+  echo "==> install, man pages, consumers, Debian packages"
+  scripts/test-install.sh build/release "$root/build/prefix" >build-install.log 2>&1 &&
+    tail -n 8 build-install.log || { tail -n 40 build-install.log; rc=1; }
   echo "==> docs"
   cmake --build build/release --target docs >build-docs.log 2>&1 || { tail -n 40 build-docs.log; rc=1; }
 fi
