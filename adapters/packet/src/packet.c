@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/ethtool.h>
+#include <net/if_arp.h>
 #include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <net/ethernet.h>
@@ -250,8 +251,8 @@ static int iface_facts(int fd, const char *ifname, zbuf_packet_info_t *info, cha
         say(why, why_len, "interface %s: cannot read its address: %s", ifname, strerror(e));
         return -e;
     }
-    if (ifr.ifr_hwaddr.sa_family != 1 /* ARPHRD_ETHER */) {
-        say(why, why_len, "interface %s is not an Ethernet interface (type %u)", ifname,
+    if (ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER && ifr.ifr_hwaddr.sa_family != ARPHRD_LOOPBACK) {
+        say(why, why_len, "interface %s is neither Ethernet nor loopback (ARPHRD %u)", ifname,
             (unsigned)ifr.ifr_hwaddr.sa_family);
         return -EINVAL;
     }
