@@ -30,7 +30,7 @@
 #include "packet_internal.h"
 
 #define DEFAULT_RX_FRAMES 1024u
-#define DEFAULT_RX_FRAMES_OFFLOAD 64u
+#define DEFAULT_RX_FRAMES_OFFLOAD 128u
 #define DEFAULT_TX_FRAMES 512u
 #define DEFAULT_V3_BLOCK (256u * 1024u)
 #define MIN_FRAME_DATA 64u /* a slot must hold at least a minimal Ethernet frame */
@@ -39,6 +39,8 @@ struct zbuf_packet {
     int fd;              /* the packet socket */
     int epfd;            /* epoll on fd, edge-triggered: zbuf_packet_fd() */
     uint8_t *map;        /* both rings: receive first, then transmit */
+    uint8_t *loan_map;   /* the rings mapped again: lent frames point here, so
+                            that a slot can be bounced (see rx.c) */
     size_t map_len;
     bool has_rx, has_tx;
     struct zpk_rx rx;    /* rx.life also keeps the handle: see handle_destroy() */
@@ -267,7 +269,9 @@ static void handle_destroy(struct zpk_rx *rx)
     zbuf_packet_t *p = (zbuf_packet_t *)((char *)rx - offsetof(zbuf_packet_t, rx));
     if (p->map)
         munmap(p->map, p->map_len);
-    free(rx->slots);
+    if (p->loan_map)
+        munmap(p->loan_map, p->map_len); /* bounced pages included */
+    zpk_rx_free_slots(rx);
     free(p);
 }
 
@@ -397,7 +401,17 @@ static int setup_rings(zbuf_packet_t *p, const zbuf_packet_config_t *c, const ch
     }
     p->map = m;
     if (c->rx_ring) {
+        m = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            say(why, why_len, "second mmap of the rings (%zu bytes): %s", p->map_len, strerror(e));
+            return -e;
+        }
+        p->loan_map = m;
         p->rx.base = p->map;
+        p->rx.loan_base = p->loan_map;
+        p->rx.fd = p->fd;
+        p->rx.map_len = p->map_len;
         p->rx.g = rg;
         p->rx.version = v;
         if ((rc = zpk_rx_init(&p->rx, c->loan_max_percent)) != 0) {
@@ -405,6 +419,7 @@ static int setup_rings(zbuf_packet_t *p, const zbuf_packet_config_t *c, const ch
             return rc;
         }
         p->rx.destroy = handle_destroy;
+        p->rx.copy_below = c->copy_below;
         p->has_rx = true;
     }
     if (c->tx_ring) {
@@ -561,6 +576,11 @@ int zbuf_packet_recv(zbuf_packet_t *p, zbuf_t **frames, zbuf_packet_rxinfo_t *in
     }
     int n = zpk_rx_take(&p->rx, frames, info, max);
     return n > 0 ? n : -EAGAIN;
+}
+
+bool zbuf_packet_rx_pending(zbuf_packet_t *p)
+{
+    return p && p->has_rx && zpk_rx_ready(&p->rx);
 }
 
 /* ------------------------------------------------------------ transmit */
@@ -721,6 +741,7 @@ int zbuf_packet_close(zbuf_packet_t *p, int timeout_ms)
     }
     close(p->epfd);
     close(p->fd); /* the mapping stays valid until munmap */
+    p->rx.fd = -1;
     p->epfd = p->fd = -1;
     zbuf_pool_delete(p->pool); /* buffers still held stay valid */
     p->pool = NULL;

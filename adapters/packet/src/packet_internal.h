@@ -69,27 +69,56 @@ static inline uint8_t *zpk_frame(uint8_t *base, const struct zpk_geom *g, uint32
 
 struct zpk_rx;
 
-/* One per V2 frame slot or V3 block. */
+/* Slot states (zpk_slot::state).  A slot is FREE while the kernel or the
+ * walker has it; HELD while frames of it are lent through the loan view;
+ * BOUNCED when the walker found it HELD across a lap (the kernel was
+ * blocked at it), copied its pages in the loan view to private memory and
+ * gave it back to the kernel: the loans still out read the copy; DONE once
+ * those loans are gone too (the walker then puts the ring's pages back in
+ * the loan view and frees the record); RETURNING for the instant a release
+ * writes the status back. */
+enum { SLOT_FREE = 0, SLOT_HELD = 1, SLOT_BOUNCED = 2, SLOT_RETURNING = 3, SLOT_DONE = 4 };
+
+/* One per V2 frame slot or V3 block.  A bounced slot's record stays with
+ * the loans still out (their release callbacks point at it) and is freed by
+ * the last of them; the slot gets a fresh record. */
 struct zpk_slot {
     struct zpk_rx *rx;
-    atomic_uint refs;  /* V3: loans from the block, +1 while the reader walks it */
-    atomic_uchar held; /* ours from an earlier walk, not yet back to the kernel */
-    bool lent;         /* V3: counted in loans_out (at least one frame lent) */
+    uint32_t idx;       /* the slot's number */
+    atomic_uint refs;   /* loans (V3: from the block, +1 while the walker walks it) */
+    atomic_uchar state; /* SLOT_*; whoever moves it out of HELD owns `lent` */
+    bool lent;          /* counted in loans_out */
+    struct zpk_slot *next_bounced; /* the walker's list of bounced records */
 };
 
+#define ZPK_SPARES 4
+
 struct zpk_rx {
-    uint8_t *base;           /* the receive ring's first byte */
+    uint8_t *base;           /* the receive ring's first byte: the control view
+                                (headers, status words) */
+    uint8_t *loan_base;      /* the same ring mapped again: the loan view lent
+                                frames point into (== base: no bouncing) */
     struct zpk_geom g;
     unsigned version;
     uint32_t nslots;         /* V2: frames; V3: blocks */
     uint32_t head;           /* next slot to read */
-    struct zpk_slot *slots;
+    struct zpk_slot **slots;
+    bool *page_private;      /* per page of the loan view: bounced, no longer the
+                                ring's (the walker's thread only) */
+    size_t page;             /* page size */
+    struct zpk_slot *bounced; /* records of bounced slots, loans still out or DONE */
+    int fd;                  /* mapped again for spare pages (-1: never restore) */
+    size_t map_len;          /* bytes of one mapping of the rings */
+    uint8_t *spare[ZPK_SPARES]; /* extra mappings whose pages move into the loan
+                                   view to undo a bounce */
+    bool *spare_used[ZPK_SPARES]; /* per page: moved out already */
     /* V3: the block being walked. */
     bool walking;
     uint32_t left;           /* frames not yet taken from it */
     uint8_t *next;           /* the next of them */
     atomic_uint loans_out;   /* slots held by loans (V2 frames, V3 blocks) */
     uint32_t loan_max;       /* lend no more slots than this */
+    uint32_t copy_below;     /* copy frames shorter than this */
     zbuf_pool_t *pool;       /* copies beyond the loan share (NULL: drop them) */
     bool filter_outgoing;    /* drop PACKET_OUTGOING frames here */
     bool stalled;            /* the last walk stopped at a held slot */
@@ -100,9 +129,11 @@ struct zpk_rx {
     void (*destroy)(struct zpk_rx *rx);
 };
 
-/* Set up the walker over an already filled-in base/g/version.  loan_percent
- * 0..100.  Returns 0 or -ENOMEM. */
+/* Set up the walker over an already filled-in base/loan_base/g/version.
+ * loan_percent 0..100.  Returns 0 or -ENOMEM. */
 ZPK_HIDDEN int zpk_rx_init(struct zpk_rx *rx, unsigned loan_percent);
+/* Free the slot records and page map (the owner's destroy calls it). */
+ZPK_HIDDEN void zpk_rx_free_slots(struct zpk_rx *rx);
 /* Take up to max frames (see zbuf_packet_recv()); 0 when none. */
 ZPK_HIDDEN int zpk_rx_take(struct zpk_rx *rx, zbuf_t **frames, zbuf_packet_rxinfo_t *info,
                            unsigned max);

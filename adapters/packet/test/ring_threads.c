@@ -62,9 +62,9 @@ static int run(unsigned version, unsigned share)
         return 1;
     struct sim_rx *s = calloc(1, sizeof *s);
     if (version == ZBUF_PACKET_V3)
-        sim_rx_init(s, version, 2048, 16384, 8, share, pool, false, 11, total + 64);
+        sim_rx_init(s, version, 2048, 16384, 8, share, pool, false, 11, total + 64, false);
     else
-        sim_rx_init(s, version, 2048, 4096, 64, share, pool, false, 11, total + 64);
+        sim_rx_init(s, version, 2048, 4096, 64, share, pool, false, 11, total + 64, false);
     done = false;
     pthread_t t;
     pthread_create(&t, NULL, deleter, NULL);

@@ -1,9 +1,12 @@
 /* The simulated kernel of ringsim.h. */
+#define _GNU_SOURCE
 #include "ringsim.h"
 
 #include <net/ethernet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define SIM_MACOFF_V2 (TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - ETH_HLEN)
 #define SIM_MACOFF_V3 (TPACKET_ALIGN(TPACKET3_HDRLEN + 16) - ETH_HLEN)
@@ -17,7 +20,7 @@ static void sim_destroy(struct zpk_rx *rx)
 
 void sim_rx_init(struct sim_rx *s, unsigned version, uint32_t frame_size, uint32_t block_size,
                  uint32_t slots, unsigned loan_percent, zbuf_pool_t *pool, bool filter_out,
-                 uint64_t seed, size_t max_frames)
+                 uint64_t seed, size_t max_frames, bool single_view)
 {
     memset(s, 0, sizeof *s);
     struct zpk_geom g = {.block_size = block_size, .frame_size = frame_size};
@@ -27,10 +30,22 @@ void sim_rx_init(struct sim_rx *s, unsigned version, uint32_t frame_size, uint32
         g.block_nr = slots / (block_size / frame_size);
     }
     g.frame_nr = g.block_nr * (block_size / frame_size);
+    /* Two views of one shared memory, like the library's two mappings of
+     * the ring: the simulated kernel and the walker's headers use one, lent
+     * frames point into the other (where bouncing replaces pages). */
     s->mem_len = (size_t)block_size * g.block_nr;
-    s->mem = aligned_alloc(4096, s->mem_len);
-    memset(s->mem, 0, s->mem_len); /* every status TP_STATUS_KERNEL */
+    int fd = memfd_create("ringsim", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)s->mem_len) != 0)
+        abort();
+    s->mem = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    s->loan = single_view ? s->mem : mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    s->fd = fd; /* for the walker's spare mappings */
+    if (s->mem == MAP_FAILED || s->loan == MAP_FAILED)
+        abort();
     s->rx.base = s->mem;
+    s->rx.loan_base = s->loan;
+    s->rx.fd = fd;
+    s->rx.map_len = s->mem_len;
     s->rx.g = g;
     s->rx.version = version;
     s->rx.pool = pool;
@@ -46,8 +61,10 @@ void sim_rx_init(struct sim_rx *s, unsigned version, uint32_t frame_size, uint32
 
 void sim_rx_free(struct sim_rx *s)
 {
-    free(s->rx.slots);
-    free(s->mem);
+    zpk_rx_free_slots(&s->rx);
+    close(s->fd);
+    munmap(s->mem, s->mem_len);
+    munmap(s->loan, s->mem_len);
     free(s->outgoing);
     free(s->lens);
 }
@@ -197,7 +214,8 @@ bool sim_rx_all_returned(struct sim_rx *s)
     if (atomic_load(&s->rx.loans_out) != 0)
         return false;
     for (uint32_t i = 0; i < s->rx.nslots; i++) {
-        if (atomic_load(&s->rx.slots[i].held))
+        unsigned char st = atomic_load(&s->rx.slots[i]->state);
+        if (st != 0 /* SLOT_FREE */ || atomic_load(&s->rx.slots[i]->refs) != 0)
             return false;
     }
     return true;

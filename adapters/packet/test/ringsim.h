@@ -44,7 +44,9 @@ static inline uint8_t sim_byte(uint64_t seq, size_t i)
 struct sim_rx {
     struct zpk_rx rx;           /* the walker under test */
     zbuf_packet_stats_t st;
-    uint8_t *mem;
+    uint8_t *mem;               /* the kernel's (and the walker's control) view */
+    uint8_t *loan;              /* the loan view (== mem with single_view) */
+    int fd;                     /* the memfd behind both */
     size_t mem_len;
     struct sim_rng rng;
     /* kernel state */
@@ -61,10 +63,11 @@ struct sim_rx {
     int destroyed;              /* destroy() ran */
 };
 
-/* Set up a ring of `slots` V2 frames or V3 blocks. */
+/* Set up a ring of `slots` V2 frames or V3 blocks; single_view: no loan
+ * view, so held slots cannot be bounced. */
 void sim_rx_init(struct sim_rx *s, unsigned version, uint32_t frame_size, uint32_t block_size,
                  uint32_t slots, unsigned loan_percent, zbuf_pool_t *pool, bool filter_out,
-                 uint64_t seed, size_t max_frames);
+                 uint64_t seed, size_t max_frames, bool single_view);
 void sim_rx_free(struct sim_rx *s);
 /* The kernel writes one frame (or drops it when the slot is not free). */
 void sim_rx_kernel_write(struct sim_rx *s);

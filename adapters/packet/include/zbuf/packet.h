@@ -152,7 +152,7 @@ typedef struct zbuf_packet_config {
     unsigned version;          /**< #ZBUF_PACKET_V2 (default) or #ZBUF_PACKET_V3 */
     bool rx_ring;              /**< set up a receive ring (default true) */
     bool tx_ring;              /**< set up a transmit ring (default true) */
-    uint32_t rx_frames;        /**< receive ring slots; 0 (the default): 1024, or 64
+    uint32_t rx_frames;        /**< receive ring slots; 0 (the default): 1024, or 128
                                     when the slots are sized for 64 KiB frames.  V3:
                                     the ring holds this many frames of
                                     @c frame_size bytes, packed, in at least 4 blocks */
@@ -174,6 +174,12 @@ typedef struct zbuf_packet_config {
     unsigned loan_max_percent; /**< most of the ring lent out at once, 0..100 (default
                                     50): beyond it frames are copied into pool
                                     buffers.  0 copies every frame, 100 never copies */
+    uint32_t copy_below;       /**< frames shorter than this many bytes are copied
+                                    rather than lent (default 0: lend every frame
+                                    within the share).  Copying a small frame costs
+                                    about what lending it does, and a small frame
+                                    held for long (an out-of-order queue) then pins a
+                                    pool buffer instead of a ring slot */
     uint32_t copy_buf_size;    /**< bytes per buffer of the copy pool (default 2048); a
                                     larger frame takes several */
     uint32_t copy_bufs;        /**< buffers in the copy pool; #ZBUF_PACKET_COPY_AUTO (the
@@ -310,6 +316,13 @@ typedef struct zbuf_packet_rxinfo {
 ZBUF_PACKET_EXPORT int zbuf_packet_recv(zbuf_packet_t *p, zbuf_t **frames,
                                         zbuf_packet_rxinfo_t *info, unsigned max);
 
+/**
+ * @brief Whether a frame is waiting in the receive ring now (after a
+ *        zbuf_packet_recv() that returned as many frames as asked for, the
+ *        descriptor does not say so again).
+ */
+ZBUF_PACKET_EXPORT bool zbuf_packet_rx_pending(zbuf_packet_t *p);
+
 /** @} */
 /** @name Transmit */
 /** @{ */
@@ -377,7 +390,11 @@ typedef struct zbuf_packet_stats {
     uint64_t rx_no_buffer;     /**< frames dropped: neither a loan nor pool buffers */
     uint64_t rx_truncated;     /**< frames larger than their slot (delivered cut) */
     uint64_t rx_outgoing_filtered; /**< own outgoing frames dropped here (old kernels) */
-    uint64_t rx_stalls;        /**< times the reader found the next slot still on loan */
+    uint64_t rx_bounced;       /**< lent slots met again a lap later and given back to
+                                    the kernel, their holders moved to a private copy
+                                    of the pages (counted in bytes_copied) */
+    uint64_t rx_stalls;        /**< times the reader found the next slot still on loan
+                                    and could not bounce it (the kernel drops meanwhile) */
     uint64_t kernel_packets;   /**< frames the kernel saw for this socket (PACKET_STATISTICS) */
     uint64_t kernel_drops;     /**< of them, dropped by the kernel: ring full or blocked */
     uint64_t kernel_freezes;   /**< V3: times the ring was frozen full */
