@@ -45,6 +45,15 @@ static void setup(void)
     cr_assert_eq(zpt_sh(ns.b, "ip addr add 192.0.2.1/24 dev v1"), 0);
 }
 
+/* Wait until a kernel server in B listens on `port` (python starts slowly
+ * on a loaded machine). */
+static void wait_listening(int port)
+{
+    cr_assert_eq(zpt_sh(ns.b, "for i in $(seq 300); do ss -ltn | grep -q ':%d ' && exit 0; "
+                              "sleep 0.1; done; exit 1", port),
+                 0, "the kernel server never listened on port %d", port);
+}
+
 static zbuf_ip_stack_t *open_stack(zbuf_ip_packet_t **drv)
 {
     zbuf_ip_stack_t *s;
@@ -294,7 +303,7 @@ Test(packet_interop, stack_connects_to_a_kernel_server_and_exchanges_32mib)
     snprintf(cmd, sizeof cmd, "exec python3 %s/interop_peer.py server 192.0.2.1 5000 %zu >&2",
              ZBUF_STACK_TEST_DIR, nbytes);
     pid_t pid = zpt_spawn(ns.b, cmd);
-    usleep(500 * 1000);
+    wait_listening(5000);
     /* interop_peer.py server sends random bytes and expects them back:
      * echo with the sock layer instead of the pattern pump. */
     struct echo e = {.close_after = nbytes};
@@ -324,7 +333,7 @@ Test(packet_interop, stack_sends_a_pattern_the_kernel_echoes_byte_exact)
                                 "    if not b: break\n"
                                 "    c.sendall(b)\n"
                                 "c.close()'");
-    usleep(500 * 1000);
+    wait_listening(5001);
     struct pump p = {.total = 24u << 20};
     p.data = malloc(p.total);
     for (size_t i = 0; i < p.total; i++)
