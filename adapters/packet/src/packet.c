@@ -217,7 +217,7 @@ static int ethtool_value(int fd, const char *ifname, uint32_t cmd, uint32_t *out
  * over whole), yes. */
 static bool offload_frames(int fd, const char *ifname)
 {
-    uint32_t v;
+    uint32_t v = 0;
     if (ethtool_value(fd, ifname, ETHTOOL_GGRO, &v) == 0 && v)
         return true;
     if (ethtool_value(fd, ifname, ETHTOOL_GFLAGS, &v) == 0 && (v & ETH_FLAG_LRO))
@@ -365,7 +365,8 @@ static int setup_rings(zbuf_packet_t *p, const zbuf_packet_config_t *c, const ch
     if (c->tx_ring) {
         uint32_t fs = c->tx_frame_size ? c->tx_frame_size
                                        : TPACKET_ALIGN(tx_dataoff(v) + p->info.mtu + ETH_HLEN + 4);
-        if ((rc = geom_make(&tg, v, false, fs, c->block_size, c->tx_frames, why, why_len)) != 0)
+        uint32_t tb = c->tx_block_size;
+        if ((rc = geom_make(&tg, v, false, fs, tb, c->tx_frames, why, why_len)) != 0)
             return rc;
         p->info.tx_frames = tg.frame_nr;
         p->info.tx_frame_size = tg.frame_size;
@@ -553,28 +554,39 @@ static int socket_error(zbuf_packet_t *p)
     return -e;
 }
 
-int zbuf_packet_recv(zbuf_packet_t *p, zbuf_t **frames, zbuf_packet_rxinfo_t *info, unsigned max)
+/* Take the descriptor's edge (and the socket error it may carry). */
+static void harvest(zbuf_packet_t *p)
 {
-    if (p == NULL || frames == NULL || max == 0 || !p->has_rx)
-        return -EINVAL;
-    /* Take the edge first: a frame arriving after this wakes the descriptor
-     * again, one arriving before is found by the walk below. */
     struct epoll_event ev;
     if (epoll_wait(p->epfd, &ev, 1, 0) == 1 && (ev.events & EPOLLERR)) {
         int e = socket_error(p);
         if (e)
             p->pending_err = e;
     }
+}
+
+int zbuf_packet_recv(zbuf_packet_t *p, zbuf_t **frames, zbuf_packet_rxinfo_t *info, unsigned max)
+{
+    if (p == NULL || frames == NULL || max == 0 || !p->has_rx)
+        return -EINVAL;
+    /* While frames flow, no system call: the walk finds them.  Only when
+     * the ring looks empty is the edge taken, and the ring looked at once
+     * more: a frame that arrived before the edge was taken is found by that
+     * second look, one arriving after it raises a new edge. */
+    int n = p->pending_err ? 0 : zpk_rx_take(&p->rx, frames, info, max);
+    if (n > 0)
+        return n;
+    harvest(p);
     if (p->pending_err) {
         int e = p->pending_err;
         p->pending_err = 0;
-        /* Frames taken before the error are still in the ring: re-arm so the
-         * descriptor says so. */
+        /* Frames received before the error may still be in the ring: re-arm
+         * so that the descriptor says so. */
         struct epoll_event re = {.events = EPOLLIN | EPOLLERR | EPOLLET, .data.ptr = p};
         epoll_ctl(p->epfd, EPOLL_CTL_MOD, p->fd, &re);
         return e;
     }
-    int n = zpk_rx_take(&p->rx, frames, info, max);
+    n = zpk_rx_take(&p->rx, frames, info, max);
     return n > 0 ? n : -EAGAIN;
 }
 

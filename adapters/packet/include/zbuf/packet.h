@@ -163,11 +163,12 @@ typedef struct zbuf_packet_config {
                                     over larger frames; see the file comment) */
     uint32_t tx_frame_size;    /**< bytes per transmit slot (multiple of 16).  0: sized
                                     for the interface's MTU */
-    uint32_t block_size;       /**< bytes per ring block: a multiple of the page size
-                                    holding whole slots; frames per block times blocks
-                                    must equal @c rx_frames (and @c tx_frames).
-                                    0: derived, and the frame counts are rounded up
-                                    to whole blocks */
+    uint32_t block_size;       /**< bytes per receive ring block: a multiple of the page
+                                    size holding whole slots; frames per block times
+                                    blocks must equal @c rx_frames.  0: derived (up to
+                                    64 KiB for V2, 256 KiB for V3), and the frame count
+                                    rounded up to whole blocks */
+    uint32_t tx_block_size;    /**< the same for the transmit ring and @c tx_frames */
     uint32_t block_timeout_ms; /**< V3 only: a block that is not full is handed over
                                     after this long (0: the kernel's default, about
                                     8 ms) */
