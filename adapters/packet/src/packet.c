@@ -78,6 +78,7 @@ void zbuf_packet_config_init(zbuf_packet_config_t *cfg)
     cfg->protocol = ETH_P_ALL;
     cfg->ignore_outgoing = true;
     cfg->tx_loss = true;
+    cfg->tx_linear = true;
     cfg->rx_ring = true;
     cfg->tx_ring = true;
 }
@@ -364,7 +365,8 @@ static int setup_rings(zbuf_packet_t *p, const zbuf_packet_config_t *c, const ch
     }
     if (c->tx_ring) {
         uint32_t fs = c->tx_frame_size ? c->tx_frame_size
-                                       : TPACKET_ALIGN(tx_dataoff(v) + p->info.mtu + ETH_HLEN + 4);
+                                       : TPACKET_ALIGN(tx_dataoff(v) + 10 /* virtio header */ +
+                                                       p->info.mtu + ETH_HLEN + 4);
         uint32_t tb = c->tx_block_size;
         if ((rc = geom_make(&tg, v, false, fs, tb, c->tx_frames, why, why_len)) != 0)
             return rc;
@@ -386,6 +388,11 @@ static int setup_rings(zbuf_packet_t *p, const zbuf_packet_config_t *c, const ch
         (rc = sockopt(p, SOL_SOCKET, SO_SNDBUF, &c->sndbuf, sizeof(int), "SO_SNDBUF", why,
                       why_len)) != 0)
         return rc;
+    /* A transmit-only socket asks for linear copies (see tx.c); a socket
+     * with a receive ring would get virtio headers on received frames too. */
+    bool vnet = c->tx_ring && !c->rx_ring && c->tx_linear;
+    if (vnet && setsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR, &(int){1}, sizeof(int)) != 0)
+        vnet = false; /* an old kernel: attached pages then */
     if (c->rx_ring && (rc = set_ring(p, PACKET_RX_RING, &rg, v == ZBUF_PACKET_V3 ? c->block_timeout_ms : 0,
                                      why, why_len)) != 0)
         return rc;
@@ -428,6 +435,7 @@ static int setup_rings(zbuf_packet_t *p, const zbuf_packet_config_t *c, const ch
         p->tx.g = tg;
         p->tx.version = v;
         p->tx.max_frame = p->info.mtu + ETH_HLEN;
+        p->tx.vnet_hdr = vnet;
         p->tx.st = &p->st;
         zpk_tx_init(&p->tx);
         p->info.tx_max_frame = p->tx.max_frame;

@@ -149,7 +149,10 @@ struct zpk_tx {
     uint8_t *base;
     struct zpk_geom g;
     unsigned version;
-    uint32_t data_off;   /* where frame bytes start in a slot */
+    uint32_t data_off;   /* where frame bytes start in a slot (after the
+                            virtio header with vnet_hdr) */
+    bool vnet_hdr;       /* PACKET_VNET_HDR: a struct virtio_net_hdr precedes
+                            each frame, asking the kernel for a linear copy */
     uint32_t max_frame;  /* MTU + Ethernet header and slot limits */
     uint32_t head;       /* next slot to fill */
     uint32_t tail;       /* oldest slot we marked and have not seen back */

@@ -9,6 +9,7 @@
  * every marked slot reachable: there is never a gap for it to stop at.
  */
 #include <errno.h>
+#include <linux/virtio_net.h>
 #include <net/ethernet.h>
 #include <string.h>
 
@@ -35,6 +36,8 @@ void zpk_tx_init(struct zpk_tx *tx)
     tx->data_off = tx->version == ZBUF_PACKET_V3
                        ? (uint32_t)(TPACKET3_HDRLEN - sizeof(struct sockaddr_ll))
                        : (uint32_t)(TPACKET2_HDRLEN - sizeof(struct sockaddr_ll));
+    if (tx->vnet_hdr)
+        tx->data_off += (uint32_t)sizeof(struct virtio_net_hdr);
     tx->head = tx->tail = tx->in_ring = tx->unkicked = 0;
     tx->refused = false;
     uint32_t room = tx->g.frame_size - tx->data_off;
@@ -84,15 +87,26 @@ int zpk_tx_put(struct zpk_tx *tx, zbuf_t *frame)
         return -EAGAIN; /* cannot happen while in_ring < frame_nr; kept as a guard */
     if (zbuf_copyout(frame, 0, f + tx->data_off, len) != (ssize_t)len)
         return -EIO;
+    uint32_t tp_len = (uint32_t)len;
+    if (tx->vnet_hdr) {
+        /* No offload asked for; hdr_len = the whole frame makes the kernel
+         * copy it into the socket buffer's linear part instead of attaching
+         * the ring's page, which a veth (or any device without
+         * scatter-gather) would have to copy again into a new page. */
+        struct virtio_net_hdr *vh = (struct virtio_net_hdr *)(f + tx->data_off) - 1;
+        memset(vh, 0, sizeof *vh);
+        vh->hdr_len = (uint16_t)len; /* little-endian virtio on the hosts Linux runs this on */
+        tp_len += (uint32_t)sizeof *vh;
+    }
     if (tx->version == ZBUF_PACKET_V3) {
         struct tpacket3_hdr *h = (struct tpacket3_hdr *)f;
-        h->tp_len = (uint32_t)len;
-        h->tp_snaplen = (uint32_t)len;
+        h->tp_len = tp_len;
+        h->tp_snaplen = tp_len;
         h->tp_next_offset = 0;
     } else {
         struct tpacket2_hdr *h = (struct tpacket2_hdr *)f;
-        h->tp_len = (uint32_t)len;
-        h->tp_snaplen = (uint32_t)len;
+        h->tp_len = tp_len;
+        h->tp_snaplen = tp_len;
     }
     zpk_store_status(sw, TP_STATUS_SEND_REQUEST);
     tx->head = tx->head + 1 == tx->g.frame_nr ? 0 : tx->head + 1;

@@ -199,6 +199,13 @@ typedef struct zbuf_packet_config {
     bool tx_loss;              /**< PACKET_LOSS: the kernel skips a malformed transmit
                                     slot instead of stopping the ring at it; default
                                     true (see zbuf_packet_flush()) */
+    bool tx_linear;            /**< transmit-only handles: have the kernel copy each
+                                    frame into its buffer (PACKET_VNET_HDR with the
+                                    whole frame as header) rather than attach the
+                                    ring's page to it, which a veth or a device
+                                    without scatter-gather copies again into a newly
+                                    allocated page; default true.  Handles with a
+                                    receive ring always attach */
     int sndbuf;                /**< socket send buffer in bytes, which bounds the
                                     frames in flight between a kick and the device
                                     (0: the system default; root may exceed
