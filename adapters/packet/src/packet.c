@@ -700,6 +700,11 @@ unsigned zbuf_packet_tx_pending(zbuf_packet_t *p)
     return zpk_tx_reap(&p->tx);
 }
 
+bool zbuf_packet_tx_needs_kick(const zbuf_packet_t *p)
+{
+    return p && p->has_tx && p->tx.unkicked > 0;
+}
+
 /* -------------------------------------------------------------- counters */
 
 static void kernel_counters(zbuf_packet_t *p)

@@ -386,6 +386,13 @@ ZBUF_PACKET_EXPORT int zbuf_packet_flush(zbuf_packet_t *p);
  */
 ZBUF_PACKET_EXPORT unsigned zbuf_packet_tx_pending(zbuf_packet_t *p);
 
+/**
+ * @brief Whether marked frames wait for a kick: sent with #ZBUF_PACKET_MORE
+ *        since, or left by a kick that stopped early (full socket buffer).
+ *        An event loop calls zbuf_packet_flush() soon when this is true.
+ */
+ZBUF_PACKET_EXPORT bool zbuf_packet_tx_needs_kick(const zbuf_packet_t *p);
+
 /** @} */
 
 /** Counters of a handle (since open, except the gauges). */

@@ -125,7 +125,7 @@ static bool complete_checksum(zbuf_t *z)
 
 static void flush(zbuf_ip_packet_t *d)
 {
-    if (d->unflushed == 0)
+    if (d->unflushed == 0 && !zbuf_packet_tx_needs_kick(d->pk))
         return;
     d->unflushed = 0;
     int rc = zbuf_packet_flush(d->pk);
@@ -195,7 +195,7 @@ static int pk_poll(void *ctx, unsigned budget)
 static uint64_t pk_deadline(void *ctx)
 {
     zbuf_ip_packet_t *d = ctx;
-    if (d->unflushed || zbuf_packet_tx_pending(d->pk) > 0 || zbuf_packet_rx_pending(d->pk))
+    if (d->unflushed || zbuf_packet_tx_needs_kick(d->pk) || zbuf_packet_rx_pending(d->pk))
         return zbuf_ip_now(d->stack); /* a poll now: kick, or read past the budget */
     return ZBUF_IP_NEVER;
 }
