@@ -4,7 +4,7 @@
  * (timestamp bits included), truncated and outgoing frames, random batch
  * sizes, frames held for random times, blocks retired early, transmit
  * completions in random amounts with timestamp bits.  No socket, no
- * privilege.  ZBUF_PACKET_PROP_ROUNDS=N runs N seeds instead of 40 (soak).
+ * privilege.  ZBUF_PACKET_PROP_ROUNDS=N runs N seeds instead of 20 (soak).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ ZT_SUITE(ring);
 static unsigned rounds(void)
 {
     const char *e = getenv("ZBUF_PACKET_PROP_ROUNDS");
-    return e && atoi(e) > 0 ? (unsigned)atoi(e) : 40;
+    return e && atoi(e) > 0 ? (unsigned)atoi(e) : 20;
 }
 
 #define HOLD_MAX 96
