@@ -597,7 +597,7 @@ bool zpk_rx_ready(struct zpk_rx *rx)
         return true;
     unsigned char st = atomic_load_explicit(&rx->slots[rx->head]->state, memory_order_acquire);
     if (st == SLOT_HELD)
-        return rx->loan_base != rx->base && ZPK_CAN_BOUNCE; /* the next receive bounces it */
+        return rx->loan_base != rx->base && ZPK_CAN_BOUNCE && !rx->stalled; /* bounced next */
     if (st == SLOT_RETURNING)
         return false;
     return (zpk_load_status(slot_status(rx, rx->head)) & TP_STATUS_USER) != 0;

@@ -348,13 +348,13 @@ ZBUF_PACKET_EXPORT bool zbuf_packet_rx_pending(zbuf_packet_t *p);
  * @return 0; `-EMSGSIZE` (longer than the MTU plus the Ethernet header, and
  *         4 more for a VLAN-tagged frame, or than a slot: never truncated);
  *         `-EINVAL` (shorter than an Ethernet header, NULL, no transmit
- *         ring, a file segment); `-EAGAIN` (the ring is full: the kernel has
- *         not sent the earlier frames yet; wait a little or poll for
- *         `POLLOUT`, which the kernel reports even when the ring is full);
- *         `-ENETDOWN`/`-ENXIO` from the kick when the interface is down or
- *         gone (the frame is in the ring then, so the call succeeded as far
- *         as @p frame is concerned: it returns 0 and the error comes from
- *         the next zbuf_packet_flush()).
+ *         ring); `-EIO` (reading a file segment failed); `-EAGAIN` (the ring
+ *         is full: the kernel has not sent the earlier frames yet; try again
+ *         a little later: the kernel reports `POLLOUT` even when the ring is
+ *         full, so polling does not help).  An error of the kick itself
+ *         (`-ENETDOWN`, `-ENXIO`: the interface is down or gone) does not
+ *         fail the call, since the frame is in the ring by then: the next
+ *         zbuf_packet_flush() returns it.
  */
 ZBUF_PACKET_EXPORT int zbuf_packet_send(zbuf_packet_t *p, zbuf_t *frame, unsigned flags);
 
