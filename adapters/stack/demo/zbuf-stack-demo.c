@@ -3,6 +3,11 @@
  *
  *   zbuf-stack-demo --tap NAME --addr A.B.C.D/N [--gw A.B.C.D] [--mtu N]
  *                   [--bufs N] [--mac 02:xx:xx:xx:xx:xx]
+ *   zbuf-stack-demo --packet IFNAME --addr A.B.C.D/N [...]
+ *
+ * --packet runs the stack on an existing interface (a veth, a NIC) through
+ * packet rings (<zbuf/ip_packet.h>): its MTU and, without --mac, its address
+ * are the interface's.  Give that interface no address in the kernel.
  *
  * Answers ICMP echo and serves the classic services on TCP and UDP: echo
  * (RFC 862, port 7), discard (RFC 863, port 9) and chargen (RFC 864, port
@@ -25,6 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zbuf/ip.h>
+#ifdef ZBUF_DEMO_PACKET
+#include <zbuf/ip_packet.h>
+#endif
 
 enum service { ECHO = 7, DISCARD = 9, CHARGEN = 19 };
 
@@ -198,14 +206,15 @@ static int parse_ip(const char *s, uint32_t *out, int *prefix)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: zbuf-stack-demo --tap NAME --addr A.B.C.D/N [--gw A.B.C.D] "
-                    "[--mtu N] [--bufs N] [--mac 02:xx:xx:xx:xx:xx]\n");
+    fprintf(stderr, "usage: zbuf-stack-demo {--tap NAME | --packet IFNAME} --addr A.B.C.D/N "
+                    "[--gw A.B.C.D] [--mtu N] [--bufs N] [--mac 02:xx:xx:xx:xx:xx]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    const char *tap = NULL;
+    const char *tap = NULL, *packet = NULL;
+    bool mac_given = false;
     zbuf_ip_netif_config_t nc = {.mac = {0x02, 0x7a, 0x62, 0x75, 0x66, 0x01}};
     int prefix = -1;
     unsigned bufs = 4096;
@@ -213,6 +222,8 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--tap") && v) {
             tap = v;
+        } else if (!strcmp(argv[i], "--packet") && v) {
+            packet = v;
         } else if (!strcmp(argv[i], "--addr") && v) {
             if (parse_ip(v, &nc.addr, &prefix))
                 usage();
@@ -229,12 +240,21 @@ int main(int argc, char **argv)
                 usage();
             for (int k = 0; k < 6; k++)
                 nc.mac[k] = (uint8_t)m[k];
+            mac_given = true;
         } else {
             usage();
         }
     }
-    if (tap == NULL || prefix < 0)
+    if ((tap == NULL) == (packet == NULL) || prefix < 0)
         usage();
+#ifndef ZBUF_DEMO_PACKET
+    if (packet) {
+        fprintf(stderr, "zbuf-stack-demo: built without packet rings (zbuf-stack-packet)\n");
+        return 2;
+    }
+#endif
+    if (packet && !mac_given)
+        memset(nc.mac, 0, sizeof nc.mac); /* the interface's own */
     nc.prefix_len = (uint8_t)prefix;
 
     /* RFC 864 text: 95 lines of 72 printable characters, each starting one
@@ -255,11 +275,26 @@ int main(int argc, char **argv)
 
     zbuf_ip_stack_t *s;
     zbuf_ip_netif_t *nif;
+    int fd = -1;
+    char why[256] = "";
     int rc = zbuf_ip_stack_create(NULL, &s);
-    if (rc == 0)
+#ifdef ZBUF_DEMO_PACKET
+    if (rc == 0 && packet) {
+        zbuf_ip_packet_t *drv;
+        rc = zbuf_ip_packet_open(s, packet, &nc, NULL, &drv, why, sizeof why);
+        if (rc == 0) {
+            nif = zbuf_ip_packet_netif(drv);
+            fd = zbuf_ip_packet_fd(drv);
+        }
+    }
+#endif
+    if (rc == 0 && tap) {
         rc = zbuf_ip_tap_open(s, tap, &nc, bufs, &nif);
+        fd = rc == 0 ? zbuf_ip_tap_fd(nif) : -1;
+    }
     if (rc) {
-        fprintf(stderr, "zbuf-stack-demo: %s: %s\n", tap, zbuf_strerror(rc));
+        fprintf(stderr, "zbuf-stack-demo: %s: %s%s%s\n", tap ? tap : packet, zbuf_strerror(rc),
+                why[0] ? ": " : "", why);
         return 1;
     }
     static const enum service svcs[] = {ECHO, DISCARD, CHARGEN};
@@ -284,11 +319,12 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    printf("zbuf-stack-demo: %s %u.%u.%u.%u/%d ready (echo 7, discard 9, chargen 19)\n", tap,
+    printf("zbuf-stack-demo: %s %u.%u.%u.%u/%d ready (echo 7, discard 9, chargen 19)\n",
+           tap ? tap : packet,
            nc.addr >> 24, (nc.addr >> 16) & 255, (nc.addr >> 8) & 255, nc.addr & 255, prefix);
     fflush(stdout);
 
-    struct pollfd pfd = {.fd = zbuf_ip_tap_fd(nif), .events = POLLIN};
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
     while (!stop) {
         uint64_t d = zbuf_ip_next_deadline(s), now = zbuf_ip_now(s);
         int timeout = d == ZBUF_IP_NEVER ? 1000 : d <= now ? 0 : (int)(d - now > 1000 ? 1000 : d - now);

@@ -99,6 +99,15 @@ static pid_t spawn(const char *cmd)
     return pid;
 }
 
+/* Wait until a kernel server listens on `port`: python starts slowly on a
+ * loaded machine, and a SYN that arrives first is refused. */
+static void wait_listening(int port)
+{
+    cr_assert_eq(sh("for i in $(seq 300); do ss -ltn | grep -q ':%d ' && exit 0; sleep 0.1; done; "
+                    "exit 1", port),
+                 0, "the kernel server never listened on port %d", port);
+}
+
 static uint64_t mono_ms(void)
 {
     struct timespec ts;
@@ -387,7 +396,7 @@ Test(interop, stack_connects_to_a_kernel_server_and_closes_first)
     snprintf(cmd, sizeof cmd, "python3 %s/interop_peer.py server " KERNEL_IP " 5000 %zu >&2",
              ZBUF_STACK_TEST_DIR, nbytes);
     pid_t pid = spawn(cmd);
-    usleep(500 * 1000); /* let the server listen */
+    wait_listening(5000);
     struct echo e = {.close_after = nbytes};
     zbuf_ip_tcp_t *c;
     cr_assert_eq(zbuf_ip_tcp_new(s, &c), 0);
@@ -573,7 +582,7 @@ Test(interop, slow_kernel_reader_closes_the_window_and_gets_probed)
     snprintf(cmd, sizeof cmd, "python3 %s/interop_peer.py slow " KERNEL_IP " 5002 %zu >&2",
              ZBUF_STACK_TEST_DIR, n);
     pid_t pid = spawn(cmd);
-    usleep(500 * 1000);
+    wait_listening(5002);
     struct writer w = {.data = data, .total = n};
     cr_assert_eq(zbuf_ip_tcp_new(s, &w.pcb), 0);
     zbuf_ip_tcp_callbacks_t cb = {.connected = writer_connected, .sent = writer_sent,
