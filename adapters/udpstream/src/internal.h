@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <zbuf/udpstream.h>
 
 #define ZBUF__US_HIDDEN __attribute__((visibility("hidden")))
@@ -141,17 +142,24 @@ struct zus_ring {
     uint32_t cur;         /* chunk being filled */
     size_t pos;           /* write position in it */
     size_t chunk_size;
+    zbuf_t *run_z;        /* the zbuf the open run belongs to */
+    size_t run_off, run_len; /* the open run: bytes [run_off, pos) of chunk cur
+                                copied for run_z and not yet put into it */
 };
 
 ZBUF__US_HIDDEN void zbuf__us_ring_init(struct zus_ring *r, size_t chunk_size);
 ZBUF__US_HIDDEN void zbuf__us_ring_free(struct zus_ring *r);
-/* Copy @len bytes from @data to the end of @z as slices of the ring
- * (counted as copies).  0; -ENOMEM (then @z is unchanged). */
+/* Copy @len bytes (from @data, or from @src at @off when @src is not NULL)
+ * into the ring, for the end of @z; counted as copies.  The bytes join
+ * @z's open run: they are in @z once zbuf__us_ring_flush() ran (every
+ * other ring call on another zbuf flushes first).  0, or -ENOMEM after
+ * which the bytes copied so far are in the run. */
 ZBUF__US_HIDDEN int zbuf__us_ring_append(struct zus_ring *r, zbuf_t *z, const void *data,
-                                         size_t len);
-/* The same from the bytes of @src (@off, @len), without changing it. */
-ZBUF__US_HIDDEN int zbuf__us_ring_append_zbuf(struct zus_ring *r, zbuf_t *z, const zbuf_t *src,
-                                              size_t off, size_t len);
+                                         const zbuf_t *src, size_t off, size_t len);
+/* Put the open run into its zbuf (one segment).  0 or -ENOMEM. */
+ZBUF__US_HIDDEN int zbuf__us_ring_flush(struct zus_ring *r);
+/* Forget the open run (its zbuf is being emptied). */
+ZBUF__US_HIDDEN void zbuf__us_ring_drop_run(struct zus_ring *r);
 
 /* ------------------------------------------------------------ transports */
 
@@ -161,6 +169,9 @@ struct zus_transport_state {
     zbuf_pool_t *pool;      /* its receive pool */
     void *ip_pcb;           /* stack transport's zbuf_ip_udp_t */
     bool want_pollout;      /* the socket said EAGAIN */
+    unsigned recv_batch;    /* datagrams the next receive call asks for */
+    bool gso_off;           /* the kernel refused UDP GSO: plain sendmmsg() */
+    uint64_t gso_sends;     /* GSO sends made */
 };
 
 ZBUF__US_HIDDEN struct zus_transport_state *zbuf__us_tstate(zbuf_udpstream_t *s);
@@ -184,6 +195,8 @@ ZBUF__US_HIDDEN int zbuf__us_start(zbuf_udpstream_t *s);
 ZBUF__US_HIDDEN void zbuf__us_set_ctx(zbuf_udpstream_t *s, void *ctx);
 /* Count a datagram whose data was dropped for want of a buffer. */
 ZBUF__US_HIDDEN void zbuf__us_count_no_buffer(zbuf_udpstream_t *s);
+/* One line of the connection's state, for tests that failed. */
+ZBUF__US_HIDDEN void zbuf__us_dump(const zbuf_udpstream_t *s, FILE *f);
 /* Clock of the stream, microseconds. */
 ZBUF__US_HIDDEN uint64_t zbuf__us_default_clock(void *arg);
 

@@ -5,6 +5,11 @@
  * out of the circle's reuse, and the ring grows instead.  The rings'
  * growth is bounded by the callers (the send queue's byte limit, the
  * receive window).
+ *
+ * Successive copies into the send ring extend one open run of bytes,
+ * which becomes a single segment of the send queue only when something
+ * needs it there (zbuf__us_ring_flush()), so a stream of small writes
+ * costs one copy each and one segment per run, not one per write.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,11 +30,34 @@ void zbuf__us_ring_free(struct zus_ring *r)
     zbuf__us_ring_init(r, r->chunk_size);
 }
 
+int zbuf__us_ring_flush(struct zus_ring *r)
+{
+    if (r->run_len == 0)
+        return 0;
+    int rc = zbuf_append_ref(r->run_z, r->chunks[r->cur], r->run_off, r->run_len);
+    if (rc < 0)
+        return rc;
+    r->run_len = 0;
+    r->run_z = NULL;
+    return 0;
+}
+
+void zbuf__us_ring_drop_run(struct zus_ring *r)
+{
+    if (r->run_len > 0 && r->pos == r->run_off + r->run_len)
+        r->pos = r->run_off; /* nobody refers to those bytes */
+    r->run_len = 0;
+    r->run_z = NULL;
+}
+
 /* Make the current chunk one with at least @len bytes free. */
 static int ring_room(struct zus_ring *r, size_t len)
 {
     if (r->n > 0 && r->chunk_size - r->pos >= len)
         return 0;
+    int rc = zbuf__us_ring_flush(r); /* the run stays in the chunk it is in */
+    if (rc < 0)
+        return rc;
     if (r->n > 0) {
         uint32_t next = (r->cur + 1) % r->n;
         if (zbuf_buf_refs(r->chunks[next]) == 1) {
@@ -47,7 +75,7 @@ static int ring_room(struct zus_ring *r, size_t len)
         r->cap = cap;
     }
     zbuf_buf_t *b;
-    int rc = zbuf_buf_alloc(r->chunk_size, &b);
+    rc = zbuf_buf_alloc(r->chunk_size, &b);
     if (rc < 0)
         return rc;
     /* The new chunk goes after the current one, so the circle's order is
@@ -61,58 +89,46 @@ static int ring_room(struct zus_ring *r, size_t len)
     return 0;
 }
 
-/* Append one slice of the current chunk, @len bytes, filled by @fill. */
-static int ring_slice(struct zus_ring *r, zbuf_t *z, size_t len, uint8_t **where)
+/* Room for up to @len bytes at the write position, as part of @z's open
+ * run; the address to copy to, and how many fit, in *n. */
+static uint8_t *ring_take(struct zus_ring *r, zbuf_t *z, size_t len, size_t *n, int *err)
 {
     size_t want = len < r->chunk_size ? len : r->chunk_size;
     int rc = ring_room(r, want);
-    if (rc < 0)
-        return rc;
-    size_t n = r->chunk_size - r->pos;
-    if (n > len)
-        n = len;
-    zbuf_buf_t *b = r->chunks[r->cur];
-    rc = zbuf_append_ref(z, b, r->pos, n);
-    if (rc < 0)
-        return rc;
-    *where = (uint8_t *)zbuf_buf_data(b) + r->pos;
-    r->pos += n;
-    return (int)n;
-}
-
-int zbuf__us_ring_append_zbuf(struct zus_ring *r, zbuf_t *z, const zbuf_t *src, size_t off,
-                              size_t len)
-{
-    size_t before = zbuf_length(z), done = 0;
-    while (done < len) {
-        uint8_t *p;
-        int n = ring_slice(r, z, len - done, &p);
-        if (n < 0) {
-            if (zbuf_length(z) > before)
-                zbuf_cut(z, before, ZBUF_TO_END, NULL);
-            return n;
-        }
-        /* The copy itself: counted by zbuf_copyout() in the core's stats. */
-        zbuf_copyout(src, off + done, p, (size_t)n);
-        done += (size_t)n;
+    if (rc == 0 && r->run_len > 0 && (r->run_z != z || r->run_off + r->run_len != r->pos))
+        rc = zbuf__us_ring_flush(r);
+    if (rc < 0) {
+        *err = rc;
+        return NULL;
     }
-    return 0;
+    if (r->run_len == 0) {
+        r->run_z = z;
+        r->run_off = r->pos;
+    }
+    *n = r->chunk_size - r->pos < len ? r->chunk_size - r->pos : len;
+    uint8_t *p = (uint8_t *)zbuf_buf_data(r->chunks[r->cur]) + r->pos;
+    r->pos += *n;
+    r->run_len += *n;
+    return p;
 }
 
-int zbuf__us_ring_append(struct zus_ring *r, zbuf_t *z, const void *data, size_t len)
+int zbuf__us_ring_append(struct zus_ring *r, zbuf_t *z, const void *data, const zbuf_t *src,
+                         size_t off, size_t len)
 {
-    size_t before = zbuf_length(z), done = 0;
+    size_t done = 0;
     while (done < len) {
-        uint8_t *p;
-        int n = ring_slice(r, z, len - done, &p);
-        if (n < 0) {
-            if (zbuf_length(z) > before)
-                zbuf_cut(z, before, ZBUF_TO_END, NULL);
-            return n;
+        size_t n;
+        int err = 0;
+        uint8_t *p = ring_take(r, z, len - done, &n, &err);
+        if (p == NULL)
+            return err; /* what was copied before stays queued: see the caller */
+        if (src != NULL) {
+            zbuf_copyout(src, off + done, p, n); /* counted by the core */
+        } else {
+            memcpy(p, (const uint8_t *)data + done, n);
+            zbuf_stats_count_copy(n);
         }
-        memcpy(p, (const uint8_t *)data + done, (size_t)n);
-        zbuf_stats_count_copy((size_t)n);
-        done += (size_t)n;
+        done += n;
     }
     return 0;
 }

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -47,6 +48,8 @@
 #define DUPTHRESH 3             /* later segments acknowledged that make one lost */
 #define HS_TRIES_MAX 16
 #define RING_CHUNK 65536
+#define ACK_DELAY_US 2000u      /* an ACK waits this long for data to ride on */
+#define ACK_EVERY 2             /* in-order segments that make an ACK go at once */
 
 enum { ST_LISTEN, ST_SYN_SENT, ST_SYN_RCVD, ST_OPEN, ST_TIME_WAIT, ST_CLOSED, ST_FAILED };
 enum { SEG_FREE, SEG_UNSENT, SEG_FLIGHT, SEG_LOST, SEG_ACKED };
@@ -100,6 +103,8 @@ struct zbuf_udpstream {
     bool fin_seen, eof;
     uint32_t fin_sn;
     bool ack_now;
+    uint64_t ack_deadline; /* delayed ACK: 0 when none is pending */
+    unsigned unacked;      /* in-order segments received since the last ACK sent */
     uint32_t ts_recent;
     uint32_t adv_wnd;  /* window in the last header sent */
 
@@ -274,6 +279,7 @@ static void drop_queues(zbuf_udpstream_t *s)
     }
     s->snd_end = s->snd_nxt = s->snd_una;
     s->flight = s->lost = 0;
+    zbuf__us_ring_drop_run(&s->snd_ring);
     zbuf_cut(s->sndq, 0, ZBUF_TO_END, NULL);
     s->queued = 0;
     for (uint32_t i = 0; i <= s->rmask && s->ooo_cnt > 0; i++) {
@@ -322,6 +328,8 @@ struct batch {
 
 static void fill_common(zbuf_udpstream_t *s, struct zus_hdr *h, uint64_t now)
 {
+    s->ack_deadline = 0; /* every datagram carries the acknowledgement */
+    s->unacked = 0;
     h->cid = s->peer_cid;
     h->una = s->rcv_nxt;
     uint32_t w = rcv_window(s, true);
@@ -485,12 +493,15 @@ static int send_seg(zbuf_udpstream_t *s, struct batch *b, uint32_t sn, uint64_t 
 static int make_seg(zbuf_udpstream_t *s)
 {
     struct seg *g = &s->segs[s->snd_end & s->smask];
+    int rc = zbuf__us_ring_flush(&s->snd_ring);
+    if (rc < 0)
+        return rc;
     size_t len = zbuf_length(s->sndq);
     if (len > 0) {
         if (len > s->mss)
             len = s->mss;
         zbuf_t *data;
-        int rc = zbuf_split_head(s->sndq, len, &data);
+        rc = zbuf_split_head(s->sndq, len, &data);
         if (rc < 0)
             return rc;
         *g = (struct seg){.data = data, .len = (uint32_t)len, .state = SEG_UNSENT};
@@ -505,7 +516,7 @@ static int make_seg(zbuf_udpstream_t *s)
 static bool have_new(const zbuf_udpstream_t *s)
 {
     return s->snd_nxt != s->snd_end || zbuf_length(s->sndq) > 0 ||
-           (s->fin_queued && !s->fin_made);
+           s->snd_ring.run_len > 0 || (s->fin_queued && !s->fin_made);
 }
 
 static bool in_peer_window(const zbuf_udpstream_t *s, uint32_t sn)
@@ -594,6 +605,11 @@ uint64_t zbuf_udpstream_next_deadline(const zbuf_udpstream_t *s)
         MIN_D(s->rto_deadline);
     if (s->state == ST_OPEN && s->probe_deadline)
         MIN_D(s->probe_deadline);
+    if (s->ack_deadline)
+        MIN_D(s->ack_deadline);
+    if (s->o.cork && s->state == ST_OPEN && s->lost == 0 && have_new(s) && can_send_more(s) &&
+        in_peer_window(s, s->snd_nxt))
+        d = 0; /* corked writes wait for process() */
     if (s->ack_now && s->state >= ST_SYN_RCVD)
         d = 0;
 #undef MIN_D
@@ -645,6 +661,10 @@ static void run_timers(zbuf_udpstream_t *s, uint64_t now, struct batch *b)
     }
     if (s->state >= ST_CLOSED || s->state == ST_LISTEN)
         return;
+    if (s->ack_deadline && now >= s->ack_deadline) {
+        s->ack_now = true;
+        s->ack_deadline = 0;
+    }
     if (awaiting_peer(s) && now >= s->last_rx_us + (uint64_t)s->o.timeout_ms * 1000u) {
         fail(s, -ETIMEDOUT);
         return;
@@ -690,8 +710,11 @@ static void run_timers(zbuf_udpstream_t *s, uint64_t now, struct batch *b)
 static void check_closed(zbuf_udpstream_t *s, uint64_t now)
 {
     if (s->state == ST_OPEN && s->eof && s->fin_acked) {
+        /* Long enough for the peer to resend its FIN a few times if our
+         * ACK of it was lost (its timeout is about ours). */
+        uint64_t tw = (uint64_t)s->o.time_wait_ms * 1000u, three = 3 * probe_interval(s);
         s->state = ST_TIME_WAIT;
-        s->tw_deadline = now + (uint64_t)s->o.time_wait_ms * 1000u;
+        s->tw_deadline = now + (tw > three ? tw : three);
         if (s->o.time_wait_ms == 0)
             s->state = ST_CLOSED;
     }
@@ -720,8 +743,6 @@ static uint32_t ack_slot(zbuf_udpstream_t *s, uint32_t sn, uint32_t echo)
     g->state = SEG_ACKED;
     s->st.bytes_acked += g->len;
     s->queued -= g->len;
-    if (g->fin)
-        s->fin_acked = true;
     return 1;
 }
 
@@ -782,6 +803,10 @@ static void take_ack(zbuf_udpstream_t *s, const struct zus_hdr *h, uint64_t now)
         if (zus_diff(e, high) > 0)
             high = e;
     }
+    /* Our direction is done when the cumulative acknowledgement passes the
+     * FIN (a selective one of the FIN alone leaves data before it). */
+    if (s->fin_made && s->snd_una == s->snd_end)
+        s->fin_acked = true;
     /* The peer's window: it may shrink (counted), and we respect it. */
     uint32_t edge = h->una + h->wnd;
     if (zus_diff(edge, s->peer_edge) < 0)
@@ -822,10 +847,18 @@ static void deliver(zbuf_udpstream_t *s)
 }
 
 /* A data segment; consumes @dgram. */
-static void take_data(zbuf_udpstream_t *s, const struct zus_hdr *h, zbuf_t *dgram, size_t hs)
+static void take_data(zbuf_udpstream_t *s, const struct zus_hdr *h, zbuf_t *dgram, size_t hs,
+                      uint64_t now)
 {
-    s->ack_now = true;
     int32_t d = zus_diff(h->sn, s->rcv_nxt);
+    /* In-order data may wait a little for an answer to carry its ACK (or
+     * for a second segment); anything else is acknowledged at once. */
+    if (d == 0 && s->ooo_cnt == 0 && !(h->flags & ZUS_F_FIN) && ++s->unacked < ACK_EVERY) {
+        if (s->ack_deadline == 0)
+            s->ack_deadline = now + ACK_DELAY_US;
+    } else {
+        s->ack_now = true;
+    }
     if (d < 0 || (d < (int32_t)(s->rmask + 1) && s->ooo[h->sn & s->rmask] != NULL)) {
         s->st.dup_rx++;
         zbuf_delete(dgram);
@@ -840,7 +873,9 @@ static void take_data(zbuf_udpstream_t *s, const struct zus_hdr *h, zbuf_t *dgra
     zbuf_t *payload;
     if (h->len > 0 && copies_payload(s, h->len)) {
         if (zbuf_create(&payload) < 0 ||
-            zbuf__us_ring_append_zbuf(&s->rcv_ring, payload, dgram, hs, h->len) < 0) {
+            zbuf__us_ring_append(&s->rcv_ring, payload, NULL, dgram, hs, h->len) < 0 ||
+            zbuf__us_ring_flush(&s->rcv_ring) < 0) {
+            zbuf__us_ring_drop_run(&s->rcv_ring);
             zbuf_delete(payload);
             zbuf_delete(dgram);
             s->st.no_buffer++;
@@ -930,6 +965,17 @@ static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from
         zbuf_delete(dgram);
         return -ESRCH;
     }
+    if (h.cid == s->cid && s->state == ST_CLOSED && h.type == ZUS_DATA &&
+        zus_diff(h.sn, s->rcv_nxt) < 0) {
+        /* Closed, and the peer resends: our last ACK was lost.  Answer
+         * for as long as the application keeps the stream. */
+        struct batch b = {.n = 0};
+        s->st.dup_rx++;
+        zbuf_delete(dgram);
+        if (send_control(s, &b, ZUS_ACK, now) == 0)
+            transmit(s, &b);
+        return 0;
+    }
     if (h.cid != s->cid || s->state >= ST_CLOSED) {
         s->st.wrong_peer++;
         zbuf_delete(dgram);
@@ -980,7 +1026,7 @@ static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from
             s->st.no_buffer++;
             zbuf_delete(dgram);
         } else {
-            take_data(s, &h, dgram, zbuf__us_hdr_size(&h));
+            take_data(s, &h, dgram, zbuf__us_hdr_size(&h), now);
         }
     } else {
         zbuf_delete(dgram);
@@ -1160,6 +1206,34 @@ unsigned zbuf_udpstream_poll_events(const zbuf_udpstream_t *s)
 
 /* --------------------------------------------------------- reading, writing */
 
+/*
+ * Copy @len bytes (from @data, or from @src) into the send ring, behind
+ * the queued bytes.  On failure (no memory for a chunk or a segment) the
+ * queue is put back as it was: the bytes of this call leave the open run,
+ * or the queue if they had reached it.
+ */
+static int copy_in(zbuf_udpstream_t *s, const void *data, const zbuf_t *src, size_t len)
+{
+    struct zus_ring *r = &s->snd_ring;
+    size_t q0 = zbuf_length(s->sndq), run0 = r->run_z == s->sndq ? r->run_len : 0;
+    uint32_t cur0 = r->cur;
+    int rc = zbuf__us_ring_append(r, s->sndq, data, src, 0, len);
+    if (rc == 0) {
+        count_copy(s, len);
+        return 0;
+    }
+    if (zbuf_length(s->sndq) == q0 && r->cur == cur0) {
+        r->pos -= r->run_len - run0; /* all of it is still in the open run */
+        r->run_len = run0;
+        if (run0 == 0)
+            r->run_z = NULL;
+    } else {
+        zbuf__us_ring_drop_run(r);
+        zbuf_cut(s->sndq, q0 + run0, ZBUF_TO_END, NULL); /* the tail: no allocation */
+    }
+    return rc;
+}
+
 int zbuf_udpstream_write(zbuf_udpstream_t *s, zbuf_t *z)
 {
     if (s == NULL || z == NULL)
@@ -1172,20 +1246,22 @@ int zbuf_udpstream_write(zbuf_udpstream_t *s, zbuf_t *z)
         return -EAGAIN;
     size_t len = zbuf_length(z);
     if (len > 0 && copies_payload(s, len)) {
-        int rc = zbuf__us_ring_append_zbuf(&s->snd_ring, s->sndq, z, 0, len);
+        int rc = copy_in(s, NULL, z, len);
         if (rc < 0)
             return rc;
-        count_copy(s, len);
         zbuf_delete(z); /* the caller's buffers are released now */
     } else {
-        int rc = zbuf_append(s->sndq, z);
+        int rc = zbuf__us_ring_flush(&s->snd_ring); /* bytes copied before go first */
+        if (rc == 0)
+            rc = zbuf_append(s->sndq, z);
         if (rc < 0)
             return rc;
     }
     s->queued += len;
     s->st.bytes_written += len;
     uint64_t now = now_us(s);
-    output(s, now);
+    if (!s->o.cork)
+        output(s, now);
     rearm_probe(s, now);
     notify(s);
     return 0;
@@ -1218,14 +1294,14 @@ ssize_t zbuf_udpstream_write_copy(zbuf_udpstream_t *s, const void *data, size_t 
         }
         return (ssize_t)len;
     }
-    int rc = zbuf__us_ring_append(&s->snd_ring, s->sndq, data, len);
+    int rc = copy_in(s, data, NULL, len);
     if (rc < 0)
         return rc;
-    count_copy(s, len);
     s->queued += len;
     s->st.bytes_written += len;
     uint64_t now = now_us(s);
-    output(s, now);
+    if (!s->o.cork)
+        output(s, now);
     rearm_probe(s, now);
     notify(s);
     return (ssize_t)len;
@@ -1345,6 +1421,23 @@ void zbuf_udpstream_abort(zbuf_udpstream_t *s)
 int zbuf_udpstream_error(const zbuf_udpstream_t *s)
 {
     return s ? s->err : -EINVAL;
+}
+
+void zbuf__us_dump(const zbuf_udpstream_t *s, FILE *f)
+{
+    uint64_t now = now_us(s);
+    fprintf(f,
+            "state %d err %d una %u nxt %u end %u flight %u lost %u peer_wnd %u cwnd %u sndq %zu "
+            "run %zu fin q%d m%d a%d | rcv_nxt %u ooo %u rcvq %zu eof %d fin_seen %d | rto in "
+            "%lld probe in %lld (out %d wnd %d) ack_now %d last_rx %lld ago backoff %u "
+            "rto %u srtt %u\n",
+            s->state, s->err, s->snd_una, s->snd_nxt, s->snd_end, s->flight, s->lost, s->peer_wnd,
+            s->cc.cwnd, zbuf_length(s->sndq), s->snd_ring.run_len, s->fin_queued, s->fin_made,
+            s->fin_acked, s->rcv_nxt, s->ooo_cnt, zbuf_length(s->rcvq), s->eof, s->fin_seen,
+            s->flight ? (long long)(s->rto_deadline - now) : -1,
+            s->probe_deadline ? (long long)(s->probe_deadline - now) : -1, s->probe_out,
+            s->probe_wnd, s->ack_now, (long long)(now - s->last_rx_us), s->backoff,
+            s->rtt.rto_us, s->rtt.srtt_us);
 }
 
 void zbuf_udpstream_get_stats(const zbuf_udpstream_t *s, zbuf_udpstream_stats_t *st)

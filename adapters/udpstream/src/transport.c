@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <zbuf/sock.h>
 
@@ -30,9 +31,15 @@
 
 /* ---------------------------------------------------------- UDP sockets */
 
-static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to, socklen_t tolen)
+#define GSO_MIN 2         /* a run shorter than this goes with sendmmsg() */
+#define GSO_MAX 64        /* the kernel's UDP_MAX_SEGMENTS */
+#define GSO_BYTES 65000   /* below the 64 KiB a UDP GSO send may carry */
+#define GSO_IOV 1024      /* IOV_MAX */
+
+/* Datagrams dg[0..n) through zbuf_sock_sendmmsg_fd(); they are consumed. */
+static int fd_send_mmsg(int fd, zbuf_t **dg, unsigned n, const struct sockaddr *to,
+                        socklen_t tolen)
 {
-    zbuf_udpstream_t *s = ctx;
     zbuf_sock_msg_t msgs[64];
     if (n > 64)
         n = 64; /* the stream never batches more */
@@ -42,12 +49,113 @@ static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to
         msgs[i].addrlen = tolen;
         msgs[i].flags = 0;
     }
-    int k = zbuf_sock_sendmmsg_fd(zbuf__us_tstate(s)->fd, msgs, n, MSG_DONTWAIT);
+    return zbuf_sock_sendmmsg_fd(fd, msgs, n, MSG_DONTWAIT);
+}
+
+/*
+ * A run of datagrams of one length (the last may be shorter) as one UDP
+ * GSO send (UDP_SEGMENT): the kernel cuts the gathered bytes into the
+ * datagrams, with one pass through the stack instead of one per datagram.
+ * The iovecs point into the datagrams' segments (header, then payload
+ * ranges by reference), as for sendmmsg().  1: sent; 0: the kernel cannot
+ * (GSO off from now on); negative errno.
+ */
+static int fd_send_gso(int fd, zbuf_t **dg, unsigned n, size_t seg, const struct sockaddr *to,
+                       socklen_t tolen)
+{
+    struct iovec iov[GSO_IOV];
+    int k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t covered;
+        int m = zbuf_iovec(dg[i], 0, ZBUF_TO_END, iov + k, GSO_IOV - k, &covered);
+        if (m < 0 || covered != zbuf_length(dg[i]))
+            return 0; /* not describable (cannot happen for our datagrams) */
+        k += m;
+    }
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh = {.msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = iov,
+                        .msg_iovlen = (size_t)k, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t gso = (uint16_t)seg;
+    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+    ssize_t r;
+    do
+        r = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    if (r >= 0)
+        return 1;
+    if (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT || errno == EOPNOTSUPP)
+        return 0;
+    return -errno;
+}
+
+/* How many datagrams from dg[i] on may go as one GSO send. */
+static unsigned gso_run(zbuf_t **dg, unsigned i, unsigned n)
+{
+    size_t seg = zbuf_length(dg[i]), total = seg;
+    unsigned j = i + 1;
+    size_t segs = zbuf_seg_count(dg[i]);
+    while (j < n && j - i < GSO_MAX && zbuf_length(dg[j]) <= seg &&
+           total + zbuf_length(dg[j]) <= GSO_BYTES && segs + zbuf_seg_count(dg[j]) <= GSO_IOV) {
+        total += zbuf_length(dg[j]);
+        segs += zbuf_seg_count(dg[j]);
+        if (zbuf_length(dg[j++]) < seg)
+            break; /* a shorter one ends the run */
+    }
+    return j - i;
+}
+
+static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to, socklen_t tolen)
+{
+    zbuf_udpstream_t *s = ctx;
+    struct zus_transport_state *ts = zbuf__us_tstate(s);
+    unsigned sent = 0;
+    int rc = 0;
+    while (sent < n && rc >= 0) {
+        unsigned run = ts->gso_off ? 0 : gso_run(dg, sent, n);
+        if (run >= GSO_MIN) {
+            rc = fd_send_gso(ts->fd, dg + sent, run, zbuf_length(dg[sent]), to, tolen);
+            if (rc == 1) {
+                sent += run;
+                ts->gso_sends++;
+                continue;
+            }
+            if (rc == 0) {
+                ts->gso_off = true; /* the kernel or the route cannot: plain sends */
+                rc = 0;
+            }
+            if (rc < 0)
+                break;
+        }
+        /* The datagrams up to the next GSO run, with sendmmsg(). */
+        unsigned j = sent + 1;
+        while (j < n && (ts->gso_off || gso_run(dg, j, n) < GSO_MIN))
+            j++;
+        unsigned want = j - sent;
+        int k = fd_send_mmsg(ts->fd, dg + sent, want, to, tolen);
+        if (k < 0) {
+            rc = k;
+            break;
+        }
+        sent += (unsigned)k;
+        if ((unsigned)k < want)
+            break; /* the kernel stopped early */
+    }
     for (unsigned i = 0; i < n; i++)
         zbuf_delete(dg[i]);
-    if (k >= 0)
-        zbuf__us_tstate(s)->want_pollout = false;
-    return k;
+    if (sent > 0 || rc >= 0) {
+        ts->want_pollout = false;
+        return (int)sent;
+    }
+    return rc;
 }
 
 /* The pool is empty: read one datagram for its acknowledgement only. */
@@ -88,15 +196,26 @@ static int fd_recv(void *ctx, zbuf_udpstream_t *s)
     (void)ctx;
     struct zus_transport_state *ts = zbuf__us_tstate(s);
     zbuf_sock_msg_t msgs[ZUS_RECV_BATCH];
-    int n = zbuf_sock_recvmmsg(ts->fd, ts->pool, zbuf__us_max_dgram(s), msgs, ZUS_RECV_BATCH,
+    /* The batch follows the traffic: each slot offered takes a pool
+     * buffer for the call, so an idle socket is asked for few. */
+    if (ts->recv_batch == 0)
+        ts->recv_batch = 4;
+    unsigned want = ts->recv_batch;
+    int n = zbuf_sock_recvmmsg(ts->fd, ts->pool, zbuf__us_max_dgram(s), msgs, want,
                                MSG_DONTWAIT);
     if (n == -ENOBUFS)
         return fd_recv_scratch(s, ts->fd);
-    if (n <= 0)
+    if (n <= 0) {
+        ts->recv_batch = 4;
         return 0;
+    }
+    if ((unsigned)n == want)
+        ts->recv_batch = want * 2 > ZUS_RECV_BATCH ? ZUS_RECV_BATCH : want * 2;
+    else if ((unsigned)n * 2 < want && want > 4)
+        ts->recv_batch = want / 2;
     for (int i = 0; i < n; i++)
         zbuf_udpstream_input(s, msgs[i].z, (struct sockaddr *)&msgs[i].addr, msgs[i].addrlen);
-    return n;
+    return (unsigned)n == want ? ZUS_RECV_BATCH : n; /* full: there may be more */
 }
 
 static void fd_close(void *ctx)

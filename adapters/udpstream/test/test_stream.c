@@ -565,3 +565,42 @@ Test(stream, a_window_that_shrinks_is_respected_and_counted)
     run_pair(&n, &o, scaled(2u << 20), false, false, false, 51, st);
     cr_assert_gt(st[0].wnd_shrinks, 0);
 }
+
+/* The last data segment is lost and the FIN behind it arrives: the FIN is
+ * acknowledged selectively, but the direction is not over until the data
+ * is in (a stream once closed with a byte unacknowledged here). */
+static zbuf_t *drop_third_data_tap(struct unet *n, int from, zbuf_t *d, void *arg)
+{
+    (void)n;
+    int *seen = arg;
+    struct zus_hdr h;
+    if (from == 0 && zbuf__us_parse(d, &h) == 0 && h.type == ZUS_DATA && h.len > 0 &&
+        ++*seen == 3) {
+        zbuf_delete(d);
+        return NULL;
+    }
+    return d;
+}
+
+Test(stream, a_selectively_acknowledged_fin_does_not_end_the_direction_before_its_data)
+{
+    struct unet n;
+    unet_init(&n, 52);
+    int seen = 0;
+    n.tap = drop_third_data_tap;
+    n.tap_arg = &seen;
+    zbuf_udpstream_opts_t o;
+    opts(&o, ZBUF_UDPSTREAM_ZEROCOPY);
+    unet_open(&n, &o);
+    struct ut_xfer x;
+    ut_xfer_init(&x, n.s[0], n.s[1], 3000, 52);
+    uint64_t rng = 52;
+    cr_assert_eq(ut_write_pattern(&x.d[0], 0, 3000, 3000, &rng), 0);
+    x.d[0].written = 3000;
+    ut_xfer_run(&x, unet_pump, &n);
+    cr_assert_geq(seen, 3);
+    zbuf_udpstream_stats_t st;
+    zbuf_udpstream_get_stats(n.s[0], &st);
+    cr_assert_geq(st.retransmits, 1);
+    unet_free(&n);
+}

@@ -390,6 +390,10 @@ void ut_xfer_run(struct ut_xfer *x, bool (*pump)(void *), void *ctx)
             x->d[1].shut = true;
         }
         unsigned e0 = zbuf_udpstream_events(x->d[0].w), e1 = zbuf_udpstream_events(x->d[0].r);
+        if ((e0 & ZBUF_UDPSTREAM_ERROR) || (e1 & ZBUF_UDPSTREAM_ERROR) || steps + 1 >= x->max_steps) {
+            zbuf__us_dump(x->d[0].w, stderr);
+            zbuf__us_dump(x->d[0].r, stderr);
+        }
         if ((e0 & ZBUF_UDPSTREAM_ERROR) || (e1 & ZBUF_UDPSTREAM_ERROR))
             cr_assert_fail("stream failed: %s / %s", zbuf_strerror(zbuf_udpstream_error(x->d[0].w)),
                      zbuf_strerror(zbuf_udpstream_error(x->d[0].r)));

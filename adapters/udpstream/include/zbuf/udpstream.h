@@ -198,6 +198,12 @@ typedef struct zbuf_udpstream_opts {
     void *notify_arg;      /**< passed to @c notify */
     uint32_t pool_bufs;    /**< receive pool of the socket transport, in
                                 datagrams; 0: rcv_wnd + 128 */
+    bool cork;             /**< writes do not send: the next
+                                zbuf_udpstream_process() does (and
+                                zbuf_udpstream_timeout() says 0 meanwhile), so
+                                that runs of small writes share datagrams.
+                                Default false: each write sends at once, like
+                                `TCP_NODELAY` */
 } zbuf_udpstream_opts_t;
 
 /** Counters of a stream (zbuf_udpstream_get_stats()). */
@@ -373,7 +379,9 @@ ZBUF_UDPSTREAM_EXPORT unsigned zbuf_udpstream_poll_events(const zbuf_udpstream_t
  *        allow.
  *
  * Any length is taken, as long as fewer than zbuf_udpstream_opts_t::sndbuf
- * bytes are queued when the call starts (#ZBUF_UDPSTREAM_WRITABLE).  By
+ * bytes are queued when the call starts (#ZBUF_UDPSTREAM_WRITABLE).  With
+ * zbuf_udpstream_opts_t::cork, nothing is sent before the next
+ * zbuf_udpstream_process().  By
  * reference (modes ZEROCOPY, and AUTO from @c copy_below bytes): the
  * stream takes @p z's segments and drops its references once the peer has
  * acknowledged the bytes, so release callbacks of the caller's buffers run
