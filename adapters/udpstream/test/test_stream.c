@@ -594,6 +594,12 @@ Test(stream, a_selectively_acknowledged_fin_does_not_end_the_direction_before_it
     unet_open(&n, &o);
     struct ut_xfer x;
     ut_xfer_init(&x, n.s[0], n.s[1], 3000, 52);
+    /* The other direction ends first, so that only the FIN's
+     * acknowledgement stands between side 0 and its close. */
+    while (!(zbuf_udpstream_events(n.s[1]) & ZBUF_UDPSTREAM_CONNECTED))
+        cr_assert(unet_pump(&n));
+    cr_assert_eq(zbuf_udpstream_shutdown(n.s[1]), 0);
+    x.d[1].shut = true;
     uint64_t rng = 52;
     cr_assert_eq(ut_write_pattern(&x.d[0], 0, 3000, 3000, &rng), 0);
     x.d[0].written = 3000;
