@@ -34,9 +34,14 @@ static void run(zbuf_udpstream_uv_t *h)
     unsigned ev = zbuf_udpstream_events(h->s);
     uint64_t rx = st.bytes_read + zbuf_udpstream_readable(h->s);
     if (ev != h->last_events || rx != h->last_read) {
-        h->last_events = ev;
-        h->last_read = rx;
         h->cb(h, h->s, ev, h->arg);
+        /* What the callback left (it may have read or written) is the
+         * state the next change is measured against. */
+        if (!h->closing) {
+            zbuf_udpstream_get_stats(h->s, &st);
+            h->last_events = zbuf_udpstream_events(h->s);
+            h->last_read = st.bytes_read + zbuf_udpstream_readable(h->s);
+        }
     }
 }
 

@@ -37,6 +37,8 @@ typedef struct zbuf_udpstream_uv zbuf_udpstream_uv_t;
  * @brief Called after the handle processed the stream, when its events
  *        changed or bytes came in.
  * @param events  zbuf_udpstream_events() now.
+ * Read until zbuf_udpstream_read() says `-EAGAIN` or 0 (the end): the
+ * callback runs again only when something changes after it returns.
  * It may read, write, shut down or abort the stream and call
  * zbuf_udpstream_uv_close(); it must not delete the stream (do that in the
  * close callback).
