@@ -114,12 +114,12 @@ static void loss_echoed(const uint8_t *msg)
     }
 }
 
-static void loss(const struct bench_impl *im, uint32_t count)
+static void loss(const struct bench_impl *im, uint32_t count, const char *model)
 {
     struct sockaddr_in server;
     im->loss_open(&server);
     struct relay r;
-    relay_init(&r, &server, 12345);
+    relay_init(&r, &server, 12345, strcmp(model, "kcp") == 0);
     im->loss_connect(&r.addr[0]);
     loss_count = count;
     loss_got = 0;
@@ -159,7 +159,7 @@ static void loss(const struct bench_impl *im, uint32_t count)
         }
     qsort(v, k, sizeof *v, bench_cmp_u64);
     double payload = 2.0 * LOSS_PAYLOAD * (double)count;
-    printf("loss %s %u %.1f %.1f %.1f %.1f %.2f %u\n", im->name, count,
+    printf("loss %s %u %s %.1f %.1f %.1f %.1f %.2f %u\n", im->name, count, model,
            k ? sum / k / 1000.0 : 0, k ? (double)v[k / 2] / 1000.0 : 0,
            k ? (double)v[(size_t)(0.99 * k)] / 1000.0 : 0, k ? (double)v[k - 1] / 1000.0 : 0,
            (double)r.wire_bytes / payload, count - k);
@@ -201,7 +201,7 @@ int bench_main(int argc, char **argv, const struct bench_impl *impls, size_t n)
             sizes[ns++] = (size_t)strtoull(argv[i], NULL, 10);
         stream(im, sizes, ns);
     } else if (strcmp(argv[1], "loss") == 0) {
-        loss(im, argc > 3 ? (uint32_t)atoi(argv[3]) : 1000);
+        loss(im, argc > 3 ? (uint32_t)atoi(argv[3]) : 1000, argc > 4 ? argv[4] : "issue");
     } else {
         return 2;
     }

@@ -8,11 +8,17 @@
  *   PROG stream IMPL [SIZE...]     one way, SIZE-byte writes back to back for
  *                                  0.2 s per run; one line per size:
  *     stream IMPL SIZE MBps MBps_lo MBps_hi cpu_ns_per_byte copies
- *   PROG loss IMPL [COUNT]         COUNT 16-byte messages every 20 ms through
- *                                  an in-process relay that drops 10 % each
- *                                  way and delays each datagram 30..62.5 ms
- *                                  (round trip 60..125 ms, as KCP's simulator);
- *     loss IMPL COUNT avg_ms p50_ms p99_ms max_ms overhead lost_msgs
+ *   PROG loss IMPL [COUNT [MODEL]] COUNT 16-byte messages every 20 ms through
+ *                                  an in-process relay, each echoed back;
+ *                                  MODEL "issue" (default): 10 % of the
+ *                                  datagrams dropped each way at random, each
+ *                                  delayed 30..62.5 ms on its own (so they
+ *                                  also reorder); MODEL "kcp": KCP's
+ *                                  simulator (test.h): 5 % each way (its
+ *                                  "10 %" is per round trip), exactly 5 of
+ *                                  every 100, delays 30..61 ms, delivered in
+ *                                  order;
+ *     loss IMPL COUNT MODEL avg_ms p50_ms p99_ms max_ms overhead lost_msgs
  *
  * Both ends run in one thread of one process, driven in turn without
  * sleeping for pingpong (so a round trip is the cost of both ends and the
@@ -102,6 +108,9 @@ struct relay {
     bool have_client;
     double loss;
     uint32_t delay_lo_us, delay_hi_us;
+    bool kcp;               /* KCP's simulator: permutation loss, in order */
+    int perm[2][100], perm_left[2];
+    uint64_t last_due[2];
     uint64_t rng;
     struct relay_pkt *q;
     size_t nq, cap;
@@ -116,16 +125,35 @@ static inline double relay_rand(struct relay *r)
     return (double)(r->rng >> 11) / (double)(1ull << 53);
 }
 
-static inline void relay_init(struct relay *r, const struct sockaddr_in *server, uint64_t seed)
+static inline void relay_init(struct relay *r, const struct sockaddr_in *server, uint64_t seed,
+                              bool kcp)
 {
     memset(r, 0, sizeof *r);
     for (int i = 0; i < 2; i++)
         r->fd[i] = bench_udp(&r->addr[i]);
     r->server = *server;
-    r->loss = 0.10;
+    r->kcp = kcp;
+    r->loss = kcp ? 0.05 : 0.10;
     r->delay_lo_us = 30000;
-    r->delay_hi_us = 62500;
+    r->delay_hi_us = kcp ? 61000 : 62500;
     r->rng = seed * 2654435761u + 1;
+}
+
+/* Whether the next datagram of direction @dir is lost. */
+static inline bool relay_lose(struct relay *r, int dir)
+{
+    if (!r->kcp)
+        return relay_rand(r) < r->loss;
+    /* KCP's Random(100): draw 0..99 without replacement, lose below 5. */
+    if (r->perm_left[dir] == 0) {
+        for (int i = 0; i < 100; i++)
+            r->perm[dir][i] = i;
+        r->perm_left[dir] = 100;
+    }
+    int i = (int)(relay_rand(r) * r->perm_left[dir]);
+    int x = r->perm[dir][i];
+    r->perm[dir][i] = r->perm[dir][--r->perm_left[dir]];
+    return x < 5;
 }
 
 static inline void relay_pump(struct relay *r)
@@ -145,7 +173,7 @@ static inline void relay_pump(struct relay *r)
             }
             r->dgrams++;
             r->wire_bytes += (uint64_t)n + 28;
-            if (relay_rand(r) < r->loss || n > 1500 || (side == 1 && !r->have_client)) {
+            if (relay_lose(r, side) || n > 1500 || (side == 1 && !r->have_client)) {
                 r->dropped++;
                 continue;
             }
@@ -156,6 +184,11 @@ static inline void relay_pump(struct relay *r)
             struct relay_pkt *p = &r->q[r->nq++];
             p->at = bench_now_us() + r->delay_lo_us +
                     (uint64_t)(relay_rand(r) * (r->delay_hi_us - r->delay_lo_us));
+            if (r->kcp) { /* KCP's tunnel is a FIFO: nothing overtakes */
+                if (p->at < r->last_due[side])
+                    p->at = r->last_due[side];
+                r->last_due[side] = p->at;
+            }
             p->to = !side;
             p->len = (uint16_t)n;
             memcpy(p->data, buf, (size_t)n);
