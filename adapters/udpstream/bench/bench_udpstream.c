@@ -41,18 +41,25 @@ static void us_pair(const struct sockaddr_in *via)
         die("connect", rc);
 }
 
-static void us_pp_open(size_t max)
+/* The two sockets and the listening stream; the server's address in @sa. */
+static void us_server(struct sockaddr_in *sa)
 {
-    struct sockaddr_in sa, ca;
-    sfd = bench_udp(&sa);
+    struct sockaddr_in ca;
+    sfd = bench_udp(sa);
     cfd = bench_udp(&ca);
     zbuf_udpstream_opts_t o;
     us_opts(&o);
     int rc = zbuf_udpstream_listen_fd(sfd, &o, &srv);
     if (rc < 0)
         die("listen", rc);
+}
+
+static void us_pp_open(size_t max)
+{
+    struct sockaddr_in sa;
+    us_server(&sa);
     us_pair(&sa);
-    rc = zbuf_buf_alloc(max, &msgbuf);
+    int rc = zbuf_buf_alloc(max, &msgbuf);
     if (rc < 0)
         die("alloc", rc);
     memset(zbuf_buf_data(msgbuf), 0x42, max);
@@ -149,14 +156,7 @@ static void us_close(void)
 
 static void us_loss_open(struct sockaddr_in *server)
 {
-    sfd = bench_udp(server);
-    struct sockaddr_in ca;
-    cfd = bench_udp(&ca);
-    zbuf_udpstream_opts_t o;
-    us_opts(&o);
-    int rc = zbuf_udpstream_listen_fd(sfd, &o, &srv);
-    if (rc < 0)
-        die("listen", rc);
+    us_server(server);
 }
 
 static void us_loss_send(const uint8_t *msg)

@@ -1234,29 +1234,19 @@ static int copy_in(zbuf_udpstream_t *s, const void *data, const zbuf_t *src, siz
     return rc;
 }
 
-int zbuf_udpstream_write(zbuf_udpstream_t *s, zbuf_t *z)
+/* Whether a write may be taken now: 0, or why not. */
+static int write_ready(const zbuf_udpstream_t *s)
 {
-    if (s == NULL || z == NULL)
-        return -EINVAL;
     if (s->err)
         return s->err;
     if (s->fin_queued || s->state > ST_OPEN)
         return -EPIPE;
-    if (s->queued >= s->o.sndbuf)
-        return -EAGAIN;
-    size_t len = zbuf_length(z);
-    if (len > 0 && copies_payload(s, len)) {
-        int rc = copy_in(s, NULL, z, len);
-        if (rc < 0)
-            return rc;
-        zbuf_delete(z); /* the caller's buffers are released now */
-    } else {
-        int rc = zbuf__us_ring_flush(&s->snd_ring); /* bytes copied before go first */
-        if (rc == 0)
-            rc = zbuf_append(s->sndq, z);
-        if (rc < 0)
-            return rc;
-    }
+    return s->queued >= s->o.sndbuf ? -EAGAIN : 0;
+}
+
+/* @len more bytes are queued: account for them and send (unless corked). */
+static void written(zbuf_udpstream_t *s, size_t len)
+{
     s->queued += len;
     s->st.bytes_written += len;
     uint64_t now = now_us(s);
@@ -1264,6 +1254,29 @@ int zbuf_udpstream_write(zbuf_udpstream_t *s, zbuf_t *z)
         output(s, now);
     rearm_probe(s, now);
     notify(s);
+}
+
+int zbuf_udpstream_write(zbuf_udpstream_t *s, zbuf_t *z)
+{
+    if (s == NULL || z == NULL)
+        return -EINVAL;
+    int rc = write_ready(s);
+    if (rc < 0)
+        return rc;
+    size_t len = zbuf_length(z);
+    if (len > 0 && copies_payload(s, len)) {
+        rc = copy_in(s, NULL, z, len);
+        if (rc < 0)
+            return rc;
+        zbuf_delete(z); /* the caller's buffers are released now */
+    } else {
+        rc = zbuf__us_ring_flush(&s->snd_ring); /* bytes copied before go first */
+        if (rc == 0)
+            rc = zbuf_append(s->sndq, z);
+        if (rc < 0)
+            return rc;
+    }
+    written(s, len);
     return 0;
 }
 
@@ -1273,37 +1286,28 @@ ssize_t zbuf_udpstream_write_copy(zbuf_udpstream_t *s, const void *data, size_t 
         return -EINVAL;
     if (len == 0)
         return 0;
-    if (s->err)
-        return s->err;
-    if (s->fin_queued || s->state > ST_OPEN)
-        return -EPIPE;
-    if (s->queued >= s->o.sndbuf)
-        return -EAGAIN;
+    int rc = write_ready(s);
+    if (rc < 0)
+        return rc;
     if (s->o.mode == ZBUF_UDPSTREAM_ZEROCOPY || !copies_payload(s, len)) {
-        zbuf_t *z;
-        int rc = zbuf_create(&z);
+        /* One copy into a buffer of its own, then by reference. */
+        zbuf_t *z = NULL;
+        rc = zbuf_create(&z);
         if (rc == 0)
             rc = zbuf_append_copy(z, data, len);
-        if (rc == 0) {
-            count_copy(s, len);
+        if (rc == 0)
             rc = zbuf_udpstream_write(s, z);
-        }
         if (rc < 0) {
             zbuf_delete(z);
             return rc;
         }
+        count_copy(s, len);
         return (ssize_t)len;
     }
-    int rc = copy_in(s, data, NULL, len);
+    rc = copy_in(s, data, NULL, len);
     if (rc < 0)
         return rc;
-    s->queued += len;
-    s->st.bytes_written += len;
-    uint64_t now = now_us(s);
-    if (!s->o.cork)
-        output(s, now);
-    rearm_probe(s, now);
-    notify(s);
+    written(s, len);
     return (ssize_t)len;
 }
 

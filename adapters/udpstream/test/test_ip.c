@@ -14,11 +14,6 @@ static void fini(void)
 }
 TestSuite(ip, .init = zt_leak_baseline, .fini = fini, .timeout = 300);
 
-static uint64_t scaled(uint64_t bytes)
-{
-    const char *e = getenv("ZBUF_UDPSTREAM_SOAK");
-    return e && *e && *e != '0' ? bytes * 8 : bytes;
-}
 
 struct ipair {
     zh_pair_t p;
@@ -85,7 +80,7 @@ Test(ip, zerocopy_over_a_clean_link_references_every_byte)
     zbuf_stats_t before, after;
     zbuf_stats_get(&before);
     zbuf_udpstream_stats_t st[2];
-    ipair_run(ZBUF_UDPSTREAM_ZEROCOPY, NULL, scaled(16u << 20), false, st);
+    ipair_run(ZBUF_UDPSTREAM_ZEROCOPY, NULL, ut_scaled(16u << 20, 8), false, st);
     zbuf_stats_get(&after);
     cr_assert_eq(st[0].bytes_copied + st[1].bytes_copied, 0);
     cr_assert_eq(after.bytes_copied, before.bytes_copied);
@@ -98,7 +93,7 @@ Test(ip, both_modes_both_ways_with_loss_duplication_and_reordering)
                                     .reorder_ms = 3, .seed = 100 + (uint64_t)m,
                                     .copy_to_pool = true, .pool_bufs = 4096};
         zbuf_udpstream_stats_t st[2];
-        ipair_run((zbuf_udpstream_mode_t)m, &lc, scaled(3u << 20), true, st);
+        ipair_run((zbuf_udpstream_mode_t)m, &lc, ut_scaled(3u << 20, 8), true, st);
         cr_assert_gt(st[0].retransmits + st[1].retransmits, 0);
         cr_assert_gt(st[0].ooo_rx + st[1].ooo_rx, 0);
     }
@@ -108,6 +103,6 @@ Test(ip, a_nic_copy_link_keeps_the_library_at_zero_copies)
 {
     zbuf_ip_link_config_t lc = {.copy_to_pool = true, .pool_bufs = 4096, .loss = 0.01, .seed = 9};
     zbuf_udpstream_stats_t st[2];
-    ipair_run(ZBUF_UDPSTREAM_ZEROCOPY, &lc, scaled(8u << 20), true, st);
+    ipair_run(ZBUF_UDPSTREAM_ZEROCOPY, &lc, ut_scaled(8u << 20, 8), true, st);
     cr_assert_eq(st[0].bytes_copied + st[1].bytes_copied, 0);
 }

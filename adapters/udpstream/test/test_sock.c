@@ -27,11 +27,6 @@ static void fini(void)
 }
 TestSuite(sock, .init = zt_leak_baseline, .fini = fini, .timeout = 300);
 
-static uint64_t scaled(uint64_t bytes)
-{
-    const char *e = getenv("ZBUF_UDPSTREAM_SOAK");
-    return e && *e && *e != '0' ? bytes * 8 : bytes;
-}
 
 static uint64_t mono_us(void)
 {
@@ -221,7 +216,7 @@ Test(sock, zerocopy_over_loopback_copies_no_payload_byte)
     zbuf_stats_t before, after;
     zbuf_stats_get(&before);
     zbuf_udpstream_stats_t st[2];
-    transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, scaled(24u << 20), false, st);
+    transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, ut_scaled(24u << 20, 8), false, st);
     zbuf_stats_get(&after);
     cr_assert_eq(st[0].bytes_copied + st[1].bytes_copied, 0);
     cr_assert_eq(after.bytes_copied, before.bytes_copied,
@@ -232,7 +227,7 @@ Test(sock, zerocopy_over_loopback_copies_no_payload_byte)
 Test(sock, copying_mode_both_ways_over_loopback)
 {
     zbuf_udpstream_stats_t st[2];
-    uint64_t total = scaled(6u << 20);
+    uint64_t total = ut_scaled(6u << 20, 8);
     transfer(ZBUF_UDPSTREAM_COPY, NULL, total, true, st);
     cr_assert_eq(st[0].bytes_copied, 3 * total, "each side copies its own sends once and its "
                                                 "receives twice");
@@ -243,7 +238,7 @@ Test(sock, both_modes_through_a_lossy_duplicating_reordering_relay)
     for (int m = ZBUF_UDPSTREAM_AUTO; m <= ZBUF_UDPSTREAM_COPY; m++) {
         struct relay r = {.loss = 0.05, .dup = 0.02, .reorder = 0.03, .rng = 77 + (uint64_t)m};
         zbuf_udpstream_stats_t st[2];
-        transfer((zbuf_udpstream_mode_t)m, &r, scaled(3u << 20), true, st);
+        transfer((zbuf_udpstream_mode_t)m, &r, ut_scaled(3u << 20, 8), true, st);
         cr_assert_gt(r.dropped, 0);
         cr_assert_gt(st[0].retransmits + st[1].retransmits, 0);
         cr_assert_gt(st[0].dup_rx + st[1].dup_rx, 0);
@@ -285,7 +280,7 @@ Test(sock, zerocopy_through_nftables_random_drop_in_a_namespace)
                "EOF") != 0)
         cr_skip_test("nftables random drop (CONFIG_NF_TABLES, numgen) is not available");
     zbuf_udpstream_stats_t st[2];
-    transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, scaled(4u << 20), true, st);
+    transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, ut_scaled(4u << 20, 8), true, st);
     cr_assert_gt(st[0].retransmits + st[1].retransmits, 0, "nftables dropped datagrams");
     cr_assert_eq(st[0].bytes_copied + st[1].bytes_copied, 0);
 }

@@ -16,12 +16,6 @@ static void fini(void)
 }
 TestSuite(stream, .init = zt_leak_baseline, .fini = fini, .timeout = 240);
 
-/* Big runs only with ZBUF_UDPSTREAM_SOAK=1 (see the README). */
-static uint64_t scaled(uint64_t bytes)
-{
-    const char *e = getenv("ZBUF_UDPSTREAM_SOAK");
-    return e && *e && *e != '0' ? bytes * 16 : bytes;
-}
 
 static void opts(zbuf_udpstream_opts_t *o, zbuf_udpstream_mode_t mode)
 {
@@ -57,7 +51,7 @@ Test(stream, zerocopy_mode_moves_every_byte_by_reference_and_releases_after_the_
     zbuf_stats_t before, after;
     zbuf_stats_get(&before);
     zbuf_udpstream_stats_t st[2];
-    run_pair(&n, &o, scaled(8u << 20), true, false, false, 1, st);
+    run_pair(&n, &o, ut_scaled(8u << 20, 16), true, false, false, 1, st);
     zbuf_stats_get(&after);
     cr_assert_eq(after.bytes_copied, before.bytes_copied, "the library copied %llu bytes",
                  (unsigned long long)(after.bytes_copied - before.bytes_copied));
@@ -75,7 +69,7 @@ Test(stream, copying_mode_copies_once_on_send_and_twice_on_receive)
     zbuf_udpstream_opts_t o;
     opts(&o, ZBUF_UDPSTREAM_COPY);
     zbuf_udpstream_stats_t st[2];
-    uint64_t total = scaled(4u << 20);
+    uint64_t total = ut_scaled(4u << 20, 16);
     run_pair(&n, &o, total, false, false, false, 2, st);
     cr_assert_eq(st[0].bytes_copied, total, "sender: into the send ring");
     cr_assert_eq(st[1].bytes_copied, 2 * total, "receiver: into the ring, out to the caller");
@@ -89,7 +83,7 @@ Test(stream, copy_api_in_every_mode)
         zbuf_udpstream_opts_t o;
         opts(&o, (zbuf_udpstream_mode_t)m);
         zbuf_udpstream_stats_t st[2];
-        run_pair(&n, &o, scaled(1u << 20), true, true, false, 3, st);
+        run_pair(&n, &o, ut_scaled(1u << 20, 16), true, true, false, 3, st);
         cr_assert_geq(st[0].bytes_copied, 1u << 20);
     }
 }
@@ -137,7 +131,7 @@ static void lossy_run(zbuf_udpstream_mode_t mode, bool copy_api, uint64_t seed, 
     zbuf_udpstream_opts_t o;
     opts(&o, mode);
     zbuf_udpstream_stats_t st[2];
-    run_pair(&n, &o, scaled(3u << 20), true, copy_api, false, seed, st);
+    run_pair(&n, &o, ut_scaled(3u << 20, 16), true, copy_api, false, seed, st);
     cr_assert_gt(st[0].retransmits + st[1].retransmits, 0);
     cr_assert_gt(st[0].dup_rx + st[1].dup_rx, 0);
     cr_assert_gt(st[0].ooo_rx + st[1].ooo_rx, 0);
@@ -166,7 +160,7 @@ Test(stream, twenty_percent_loss_each_way)
     zbuf_udpstream_opts_t o;
     opts(&o, ZBUF_UDPSTREAM_ZEROCOPY);
     zbuf_udpstream_stats_t st[2];
-    run_pair(&n, &o, scaled(512u << 10), false, false, false, 14, st);
+    run_pair(&n, &o, ut_scaled(512u << 10, 16), false, false, false, 14, st);
     cr_assert_gt(st[0].timeouts + st[0].fast_retransmits, 0);
 }
 
@@ -178,7 +172,7 @@ Test(stream, exact_reads_get_exactly_what_they_ask)
     zbuf_udpstream_opts_t o;
     opts(&o, ZBUF_UDPSTREAM_ZEROCOPY);
     zbuf_udpstream_stats_t st[2];
-    run_pair(&n, &o, scaled(2u << 20), false, false, true, 15, st);
+    run_pair(&n, &o, ut_scaled(2u << 20, 16), false, false, true, 15, st);
 }
 
 Test(stream, tiny_writes_and_segments_across_lengths)
@@ -212,7 +206,7 @@ Test(stream, congestion_control_reacts_to_loss_and_can_be_off)
         opts(&o, ZBUF_UDPSTREAM_ZEROCOPY);
         o.no_congestion_control = off;
         zbuf_udpstream_stats_t st[2];
-        run_pair(&n, &o, scaled(2u << 20), false, false, false, 30, st);
+        run_pair(&n, &o, ut_scaled(2u << 20, 16), false, false, false, 30, st);
         if (off)
             cr_assert_eq(st[0].cwnd, UINT32_MAX);
         else
@@ -562,7 +556,7 @@ Test(stream, a_window_that_shrinks_is_respected_and_counted)
     zbuf_udpstream_opts_t o;
     opts(&o, ZBUF_UDPSTREAM_AUTO);
     zbuf_udpstream_stats_t st[2];
-    run_pair(&n, &o, scaled(2u << 20), false, false, false, 51, st);
+    run_pair(&n, &o, ut_scaled(2u << 20, 16), false, false, false, 51, st);
     cr_assert_gt(st[0].wnd_shrinks, 0);
 }
 

@@ -6,6 +6,12 @@
 
 #include "../src/internal.h"
 
+uint64_t ut_scaled(uint64_t bytes, unsigned soak)
+{
+    const char *e = getenv("ZBUF_UDPSTREAM_SOAK");
+    return e && *e && *e != '0' ? bytes * soak : bytes;
+}
+
 /* ----------------------------------------------------- virtual network */
 
 struct unet_ep {

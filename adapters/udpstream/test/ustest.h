@@ -36,6 +36,9 @@ static inline uint64_t ut_rand(uint64_t *st)
     return *st = x;
 }
 
+/* @bytes, times @soak when ZBUF_UDPSTREAM_SOAK is set (long runs). */
+uint64_t ut_scaled(uint64_t bytes, unsigned soak);
+
 /* ----------------------------------------------------- virtual network */
 
 struct unet;
