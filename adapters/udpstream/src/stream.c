@@ -379,6 +379,8 @@ static void transmit(zbuf_udpstream_t *s, struct batch *b)
     if ((unsigned)k < b->n) {
         s->ts.want_pollout = true;
         s->tx_blocked = true;
+    } else {
+        s->ts.want_pollout = false;
     }
     s->st.dgrams_tx += (unsigned)k;
     for (unsigned i = (unsigned)k; i < b->n; i++) {
@@ -608,9 +610,11 @@ uint64_t zbuf_udpstream_next_deadline(const zbuf_udpstream_t *s)
     if (s->ack_deadline)
         MIN_D(s->ack_deadline);
     if (s->o.cork && s->state == ST_OPEN && s->lost == 0 && have_new(s) && can_send_more(s) &&
-        in_peer_window(s, s->snd_nxt))
+        in_peer_window(s, s->snd_nxt) && !s->ts.want_pollout)
         d = 0; /* corked writes wait for process() */
-    if (s->ack_now && s->state >= ST_SYN_RCVD)
+    /* Work due now, unless the socket refused datagrams: then POLLOUT
+     * (zbuf_udpstream_poll_events()) is the wake-up, not a spin. */
+    if (s->ack_now && s->state >= ST_SYN_RCVD && !s->ts.want_pollout)
         d = 0;
 #undef MIN_D
     return d;

@@ -152,6 +152,19 @@ Test(stream, auto_with_the_copy_api_under_loss_duplication_and_reordering)
     lossy_run(ZBUF_UDPSTREAM_AUTO, true, 13, 0.05);
 }
 
+Test(stream, a_transport_that_refuses_part_of_its_batches_loses_nothing)
+{
+    struct unet n;
+    unet_init(&n, 16);
+    lossy(&n, 0.02, 0.0, 0.0);
+    n.refuse_every = 3;
+    zbuf_udpstream_opts_t o;
+    opts(&o, ZBUF_UDPSTREAM_AUTO);
+    zbuf_udpstream_stats_t st[2];
+    run_pair(&n, &o, ut_scaled(2u << 20, 16), true, false, false, 16, st);
+    cr_assert_gt(n.refused, 0);
+}
+
 Test(stream, twenty_percent_loss_each_way)
 {
     struct unet n;

@@ -128,10 +128,20 @@ static int unet_send(void *ctx, zbuf_t **dg, unsigned cnt, const struct sockaddr
                      socklen_t tolen)
 {
     struct unet_ep *ep = ctx;
+    struct unet *n = ep->n;
     (void)to, (void)tolen;
-    for (unsigned i = 0; i < cnt; i++)
-        route(ep->n, ep->side, dg[i]);
-    return (int)cnt;
+    unsigned take = cnt;
+    if (n->refuse_every && ++n->send_calls % n->refuse_every == 0) {
+        take = cnt / 2; /* the rest is refused: consumed, not sent */
+        n->refused += cnt - take;
+    }
+    for (unsigned i = 0; i < cnt; i++) {
+        if (i < take)
+            route(n, ep->side, dg[i]);
+        else
+            zbuf_delete(dg[i]);
+    }
+    return take > 0 ? (int)take : -EAGAIN;
 }
 
 void unet_init(struct unet *n, uint64_t seed)

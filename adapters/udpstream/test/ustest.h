@@ -66,6 +66,9 @@ struct unet {
     unet_tap_fn tap;
     void *tap_arg;
     bool down;                 /* every datagram is lost */
+    unsigned refuse_every;     /* every n-th send call takes only part of
+                                  its batch (as a full socket would) */
+    uint64_t send_calls, refused;
 };
 
 /* A network with the given impairments; streams not yet made. */
