@@ -344,7 +344,8 @@ ZBUF_UDPSTREAM_EXPORT void zbuf_udpstream_delete(zbuf_udpstream_t *s);
  * @param from, fromlen  the sender's address (borrowed).
  * @return 0 when accepted; a negative errno saying why it was dropped
  *         (`-EBADMSG` malformed, `-ESRCH` wrong peer or identifier ...),
- *         counted in the stats.  Nothing is sent from here: call
+ *         counted in the stats.  Nothing is sent from here (except the
+ *         answer to a FIN resent to a closed stream): call
  *         zbuf_udpstream_process() after a batch.
  */
 ZBUF_UDPSTREAM_EXPORT int zbuf_udpstream_input(zbuf_udpstream_t *s, zbuf_t *dgram,
