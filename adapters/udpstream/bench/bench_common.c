@@ -1,0 +1,209 @@
+/* The drivers of the two benchmark scenarios; see bench_common.h. */
+#include "bench_common.h"
+
+static const size_t default_sizes[] = {64,    256,   1024,  1443,  1444,   1445,   2888,
+                                       2889,  4096,  8192,  16384, 32768,  65536,  131072,
+                                       262144, 1048576};
+
+static void pingpong(const struct bench_impl *im, const size_t *sizes, size_t ns)
+{
+    size_t max = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (sizes[i] > max)
+            max = sizes[i];
+    im->pp_open(max);
+    for (size_t i = 0; i < ns; i++) {
+        size_t size = sizes[i];
+        /* Warm up and size a run to about 0.15 s (at least 20 rounds). */
+        uint64_t t0 = bench_now_us();
+        int warm = 0;
+        while (warm < 20 || bench_now_us() - t0 < 50000) {
+            im->pp_round(size);
+            warm++;
+        }
+        uint64_t per = (bench_now_us() - t0) / (uint64_t)warm + 1;
+        size_t rounds = (size_t)(150000 / per);
+        if (rounds < 20)
+            rounds = 20;
+        if (rounds > 20000)
+            rounds = 20000;
+        uint64_t *rtt = malloc(rounds * sizeof *rtt), *all = malloc(RUNS * rounds * sizeof *all);
+        uint64_t med[RUNS], cpu = 0, wall = 0;
+        double c0 = im->pp_copied ? im->pp_copied() : -1;
+        for (int r = 0; r < RUNS; r++) {
+            uint64_t cp = bench_cpu_us(), w = bench_now_us();
+            for (size_t k = 0; k < rounds; k++) {
+                uint64_t a = bench_now_us();
+                im->pp_round(size);
+                rtt[k] = bench_now_us() - a;
+            }
+            wall += bench_now_us() - w;
+            cpu += bench_cpu_us() - cp;
+            memcpy(all + (size_t)r * rounds, rtt, rounds * sizeof *rtt);
+            qsort(rtt, rounds, sizeof *rtt, bench_cmp_u64);
+            med[r] = rtt[rounds / 2];
+        }
+        double c1 = im->pp_copied ? im->pp_copied() : -1;
+        qsort(med, RUNS, sizeof med[0], bench_cmp_u64);
+        qsort(all, RUNS * rounds, sizeof *all, bench_cmp_u64);
+        double total_rounds = (double)RUNS * (double)rounds;
+        double p50 = (double)med[RUNS / 2];
+        double goodput = 2.0 * (double)size / (p50 > 0 ? p50 : 1); /* bytes/us = MB/s */
+        double copies = c0 < 0 ? -1 : (c1 - c0) / (total_rounds * 2.0 * (double)size);
+        printf("pingpong %s %zu %.1f %.1f %.1f %.1f %.1f %.2f %.3f\n", im->name, size, p50,
+               (double)med[0], (double)med[RUNS - 1],
+               (double)all[(size_t)(0.99 * total_rounds)], goodput, (double)cpu / total_rounds,
+               copies);
+        fflush(stdout);
+        (void)wall;
+        free(rtt);
+        free(all);
+    }
+    im->pp_close();
+}
+
+static void stream(const struct bench_impl *im, const size_t *sizes, size_t ns)
+{
+    im->pp_open(1u << 20);
+    for (size_t i = 0; i < ns; i++) {
+        size_t size = sizes[i];
+        double mbps[RUNS], cpu_b = 0, bytes_all = 0;
+        double c0 = im->pp_copied ? im->pp_copied() : -1;
+        uint64_t warm = bench_now_us() + 50000;
+        while (bench_now_us() < warm)
+            im->st_step(size);
+        for (int r = 0; r < RUNS; r++) {
+            uint64_t got = 0, t0 = bench_now_us(), c = bench_cpu_us();
+            while (bench_now_us() - t0 < 200000)
+                got += im->st_step(size);
+            uint64_t dt = bench_now_us() - t0;
+            cpu_b += (double)(bench_cpu_us() - c);
+            bytes_all += (double)got;
+            mbps[r] = (double)got / (double)dt;
+        }
+        double c1 = im->pp_copied ? im->pp_copied() : -1;
+        for (int a = 0; a < RUNS; a++)
+            for (int b = a + 1; b < RUNS; b++)
+                if (mbps[b] < mbps[a]) {
+                    double t = mbps[a];
+                    mbps[a] = mbps[b];
+                    mbps[b] = t;
+                }
+        printf("stream %s %zu %.1f %.1f %.1f %.3f %.3f\n", im->name, size, mbps[RUNS / 2], mbps[0],
+               mbps[RUNS - 1], cpu_b * 1000.0 / (bytes_all > 0 ? bytes_all : 1),
+               c0 < 0 ? -1 : (c1 - c0) / (bytes_all > 0 ? bytes_all : 1));
+        fflush(stdout);
+    }
+    im->pp_close();
+}
+
+/* ------------------------------------------------------------- loss */
+
+static uint64_t *loss_rtt;
+static uint32_t loss_got, loss_count;
+
+static void loss_echoed(const uint8_t *msg)
+{
+    uint32_t seq;
+    uint64_t sent;
+    memcpy(&seq, msg, 4);
+    memcpy(&sent, msg + 4, 8);
+    if (seq < loss_count && loss_rtt[seq] == 0) {
+        loss_rtt[seq] = bench_now_us() - sent + 1;
+        loss_got++;
+    }
+}
+
+static void loss(const struct bench_impl *im, uint32_t count, const char *model)
+{
+    struct sockaddr_in server;
+    im->loss_open(&server);
+    struct relay r;
+    relay_init(&r, &server, 12345, strcmp(model, "kcp") == 0);
+    im->loss_connect(&r.addr[0]);
+    loss_count = count;
+    loss_got = 0;
+    loss_rtt = calloc(count, sizeof *loss_rtt);
+    uint32_t sent = 0;
+    uint64_t next = bench_now_us() + 200000; /* let the handshake settle */
+    uint64_t end = next + (uint64_t)count * 20000 + 30000000;
+    while (loss_got < count && bench_now_us() < end) {
+        uint64_t now = bench_now_us();
+        if (sent < count && now >= next) {
+            uint8_t msg[LOSS_PAYLOAD] = {0};
+            memcpy(msg, &sent, 4);
+            memcpy(msg + 4, &now, 8);
+            im->loss_send(msg);
+            sent++;
+            next += 20000;
+        }
+        int64_t w = relay_wait_us(&r);
+        int64_t ws = sent < count ? (int64_t)(next > now ? next - now : 0) : 5000;
+        if (w < 0 || ws < w)
+            w = ws;
+        if (w > 1000)
+            w = 1000;
+        struct pollfd pf[2] = {{.fd = r.fd[0], .events = POLLIN}, {.fd = r.fd[1], .events = POLLIN}};
+        poll(pf, 2, 0);
+        relay_pump(&r);
+        im->loss_poll(w, loss_echoed);
+        relay_pump(&r);
+    }
+    uint64_t *v = malloc(count * sizeof *v);
+    uint32_t k = 0;
+    double sum = 0;
+    for (uint32_t i = 0; i < count; i++)
+        if (loss_rtt[i]) {
+            v[k++] = loss_rtt[i];
+            sum += (double)loss_rtt[i];
+        }
+    qsort(v, k, sizeof *v, bench_cmp_u64);
+    double payload = 2.0 * LOSS_PAYLOAD * (double)count;
+    printf("loss %s %u %s %.1f %.1f %.1f %.1f %.2f %u\n", im->name, count, model,
+           k ? sum / k / 1000.0 : 0, k ? (double)v[k / 2] / 1000.0 : 0,
+           k ? (double)v[(size_t)(0.99 * k)] / 1000.0 : 0, k ? (double)v[k - 1] / 1000.0 : 0,
+           (double)r.wire_bytes / payload, count - k);
+    fflush(stdout);
+    free(v);
+    free(loss_rtt);
+    im->loss_close();
+    close(r.fd[0]);
+    close(r.fd[1]);
+    free(r.q);
+}
+
+int bench_main(int argc, char **argv, const struct bench_impl *impls, size_t n)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s pingpong IMPL [SIZE...] | loss IMPL [COUNT]\n", argv[0]);
+        return 2;
+    }
+    const struct bench_impl *im = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(impls[i].name, argv[2]) == 0)
+            im = &impls[i];
+    if (im == NULL) {
+        fprintf(stderr, "%s: unknown implementation %s\n", argv[0], argv[2]);
+        return 2;
+    }
+    if (strcmp(argv[1], "pingpong") == 0) {
+        size_t sizes[64], ns = 0;
+        for (int i = 3; i < argc && ns < 64; i++)
+            sizes[ns++] = (size_t)strtoull(argv[i], NULL, 10);
+        if (ns == 0) {
+            ns = sizeof default_sizes / sizeof default_sizes[0];
+            memcpy(sizes, default_sizes, sizeof default_sizes);
+        }
+        pingpong(im, sizes, ns);
+    } else if (strcmp(argv[1], "stream") == 0 && im->st_step != NULL) {
+        size_t sizes[64], ns = 0;
+        for (int i = 3; i < argc && ns < 64; i++)
+            sizes[ns++] = (size_t)strtoull(argv[i], NULL, 10);
+        stream(im, sizes, ns);
+    } else if (strcmp(argv[1], "loss") == 0) {
+        loss(im, argc > 3 ? (uint32_t)atoi(argv[3]) : 1000, argc > 4 ? argv[4] : "issue");
+    } else {
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# The UDP byte streams' benchmarks, from a fresh clone: install what is
+# missing (libenet-dev for the ENet peer), make an optimised build of
+# bench_udpstream and bench_udpstream_enet in build/bench, run every
+# scenario and print markdown tables with the targets of the issue judged;
+# the plots go to docs/benchmarks-udpstream-rtt.png and
+# docs/benchmarks-udpstream-goodput.png.  Results and how to read them:
+# docs/benchmarks.md (section "UDP byte streams").
+#
+# Usage: scripts/bench-udpstream.sh [quick]
+# Environment: PASSES (interleaved repetitions of every run, default 3),
+# COUNT (messages of the loss scenario, default 1000), PLOT (0: no PNG),
+# ONLY (pingpong, jumbo, stream or loss: just that part).
+#
+# Method.  Scenarios (adapters/udpstream/bench/bench_common.h):
+#  pingpong  round trips of one message on loopback, both ends in one
+#            thread, driven in turn: zero-copy, copying and adaptive
+#            streams, kernel TCP (TCP_NODELAY), ENet; MTU 1500 (1444-byte
+#            segments) so that frame boundaries show.  Goodput = 2 x size /
+#            round trip.  Each program run gives the median of 5 runs' medians.
+#  jumbo     the same for the two stream modes with 65535-byte datagrams
+#            (what loopback carries): the per-datagram cost shrinks, the
+#            copies stay.
+#  stream    one way, writes of one size back to back, corked (the next
+#            process() sends), so small writes share datagrams: where the
+#            copy is cheaper than the references (the crossover).
+#  loss      16-byte messages every 20 ms, echoed, through an in-process
+#            relay: "issue" = 10 % loss each way, 30..62.5 ms each way,
+#            reordering; "kcp" = KCP's own simulator (5 % each way,
+#            30..61 ms, in order), to compare with its published figures.
+# Every run of every implementation is repeated PASSES times, interleaved,
+# so that drift in the machine's load hits all alike; the tables give the
+# median over the passes and its range.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+
+PASSES=${PASSES:-3}
+COUNT=${COUNT:-1000}
+PLOT=${PLOT:-1}
+ONLY=${ONLY:-}
+SIZES="64 256 1024 1443 1444 1445 2888 2889 4096 8192 16384 32768 65536 131072 262144 1048576"
+STREAM_SIZES="16 64 128 256 512 1024 2048 4096 16384 65536"
+if [ "${1:-}" = quick ]; then
+  PASSES=1 COUNT=300
+  SIZES="64 1024 1444 1445 16384 65536 1048576"
+  STREAM_SIZES="64 512 1024 4096 65536"
+fi
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+mkdir -p build
+log=$root/build-bench-udpstream.log
+echo "==> configure+build build/bench (Release)" >&2
+cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
+      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
+      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+targets="bench_udpstream"
+if cmake --build "$root/build/bench" --target help 2>/dev/null | grep -q "bench_udpstream_enet"; then
+  targets="$targets bench_udpstream_enet"
+fi
+cmake --build "$root/build/bench" -j"$(nproc)" --target $targets >>"$log" 2>&1 ||
+  { tail -n 60 "$log" >&2; exit 1; }
+bin=$root/build/bench/adapters/udpstream/bench
+out=$root/build/bench/udpstream
+mkdir -p "$out"
+raw=$out/raw.txt
+: >"$raw"
+impls="zerocopy copy auto tcp"
+have_enet=0
+if [ -x "$bin/bench_udpstream_enet" ]; then have_enet=1; fi
+run() { # program args... -> raw lines tagged with the pass
+  "$@" | sed "s/^/$pass /" >>"$raw"
+}
+load() { uptime | sed 's/.*load average: //'; }
+echo "load before: $(load)" >&2
+
+for pass in $(seq 1 "$PASSES"); do
+  echo "==> pass $pass of $PASSES" >&2
+  if want pingpong; then
+    for i in $impls; do run "$bin/bench_udpstream" pingpong "$i" $SIZES; done
+    if [ $have_enet = 1 ]; then run "$bin/bench_udpstream_enet" pingpong enet $SIZES; fi
+  fi
+  if want jumbo; then
+    for i in zerocopy copy; do
+      BENCH_MTU=65535 "$bin/bench_udpstream" pingpong "$i" $SIZES |
+        sed "s/^pingpong $i/jumbo $i/; s/^/$pass /" >>"$raw"
+    done
+  fi
+  if want stream; then
+    for i in zerocopy copy auto; do
+      BENCH_CORK=1 "$bin/bench_udpstream" stream "$i" $STREAM_SIZES | sed "s/^/$pass /" >>"$raw"
+    done
+  fi
+done
+if want loss; then
+  # Real time, little CPU: the implementations run side by side.
+  for model in issue kcp; do
+    echo "==> loss scenario, model $model ($COUNT messages, about $((COUNT / 50 + 5)) s)" >&2
+    pass=1
+    pids=()
+    for i in auto auto-nocc; do
+      ("$bin/bench_udpstream" loss "$i" "$COUNT" "$model" | sed "s/^/1 /" >"$out/loss-$i-$model") &
+      pids+=($!)
+    done
+    if [ $have_enet = 1 ]; then
+      ("$bin/bench_udpstream_enet" loss enet "$COUNT" "$model" | sed "s/^/1 /" >"$out/loss-enet-$model") &
+      pids+=($!)
+    fi
+    wait "${pids[@]}"
+    cat "$out"/loss-*-"$model" >>"$raw"
+  done
+fi
+echo "load after: $(load)" >&2
+
+python3 - "$raw" "$out" "$(load)" "$have_enet" <<'PY'
+import statistics, sys
+from collections import defaultdict
+
+raw, out, load, have_enet = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+pp = defaultdict(list)      # (scenario, impl, size) -> [(p50, p99, goodput, cpu, copies)]
+st = defaultdict(list)      # (impl, size) -> [(MBps, cpu_ns_per_byte, copies)]
+loss = {}                   # (impl, model) -> fields
+for line in open(raw):
+    f = line.split()
+    if len(f) < 3:
+        continue
+    kind = f[1]
+    if kind in ("pingpong", "jumbo"):
+        pp[(kind, f[2], int(f[3]))].append(tuple(float(x) for x in (f[4], f[7], f[8], f[9], f[10])))
+    elif kind == "stream":
+        st[(f[2], int(f[3]))].append(tuple(float(x) for x in (f[4], f[7], f[8])))
+    elif kind == "loss":
+        loss[(f[2], f[4])] = [float(x) for x in f[5:11]]
+
+def med(vals, i):
+    return statistics.median(v[i] for v in vals)
+
+def rng(vals, i):
+    xs = [v[i] for v in vals]
+    return min(xs), max(xs)
+
+def sizes(kind):
+    return sorted({k[2] for k in pp if k[0] == kind})
+
+def fmt_size(n):
+    return f"{n // 1048576} MiB" if n >= 1048576 and n % 1048576 == 0 else (
+        f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B")
+
+print(f"Load average during the run: {load}\n")
+impls = ["zerocopy", "copy", "auto", "tcp"] + (["enet"] if have_enet else [])
+if sizes("pingpong"):
+    print("### Round trip (p50, us) and goodput (MB/s) against message length, loopback, MTU 1500\n")
+    print("| size | " + " | ".join(f"{i} rtt" for i in impls) + " | " +
+          " | ".join(f"{i} MB/s" for i in impls) + " | zc/copy goodput | zc/tcp rtt | zc/enet goodput | CPU us/rt zc, copy | copy/zc CPU | copies/B zc, copy, auto |")
+    print("|" + " --- |" * (2 * len(impls) + 7))
+    with open(f"{out}/pingpong.dat", "w") as dat:
+        dat.write("# size " + " ".join(f"{i}_rtt {i}_MBps" for i in impls) + "\n")
+        for n in sizes("pingpong"):
+            row, gp, rt = [], {}, {}
+            for i in impls:
+                v = pp.get(("pingpong", i, n))
+                if v:
+                    rt[i], gp[i] = med(v, 0), med(v, 2)
+            cells = [f"{rt[i]:.0f}" if i in rt else "-" for i in impls]
+            cells += [f"{gp[i]:.0f}" if i in gp else "-" for i in impls]
+            r1 = f"{gp['zerocopy'] / gp['copy']:.2f}" if "copy" in gp and "zerocopy" in gp else "-"
+            r2 = f"{rt['zerocopy'] / rt['tcp']:.2f}" if "tcp" in rt and "zerocopy" in rt else "-"
+            r3 = f"{gp['zerocopy'] / gp['enet']:.2f}" if "enet" in gp and "zerocopy" in gp else "-"
+            cp = ", ".join(f"{med(pp[('pingpong', i, n)], 4):.2f}" if ("pingpong", i, n) in pp else "-"
+                           for i in ("zerocopy", "copy", "auto"))
+            zcpu = med(pp[("pingpong", "zerocopy", n)], 3) if ("pingpong", "zerocopy", n) in pp else None
+            ccpu = med(pp[("pingpong", "copy", n)], 3) if ("pingpong", "copy", n) in pp else None
+            cpu = f"{zcpu:.1f}, {ccpu:.1f}" if zcpu and ccpu else "-"
+            cr = f"{ccpu / zcpu:.2f}" if zcpu and ccpu else "-"
+            print(f"| {fmt_size(n)} | " + " | ".join(cells) + f" | {r1} | {r2} | {r3} | {cpu} | {cr} | {cp} |")
+            dat.write(f"{n} " + " ".join(f"{rt.get(i, float('nan'))} {gp.get(i, float('nan'))}" for i in impls) + "\n")
+    print()
+    print("Range of the zero-copy p50 over the passes (us): " + ", ".join(
+        f"{fmt_size(n)} {rng(pp[('pingpong', 'zerocopy', n)], 0)[0]:.0f}-{rng(pp[('pingpong', 'zerocopy', n)], 0)[1]:.0f}"
+        for n in sizes("pingpong") if ("pingpong", "zerocopy", n) in pp) + "\n")
+if sizes("jumbo"):
+    print("### The same with 65535-byte datagrams (loopback MTU): zero copy against copying\n")
+    print("| size | zerocopy rtt | copy rtt | zerocopy MB/s | copy MB/s | zc/copy goodput |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for n in sizes("jumbo"):
+        z, c = pp.get(("jumbo", "zerocopy", n)), pp.get(("jumbo", "copy", n))
+        if z and c:
+            print(f"| {fmt_size(n)} | {med(z, 0):.0f} | {med(c, 0):.0f} | {med(z, 2):.0f} | {med(c, 2):.0f} | {med(z, 2) / med(c, 2):.2f} |")
+    print()
+ssz = sorted({k[1] for k in st})
+if ssz:
+    print("### One-way streaming, corked writes of one size: MB/s and CPU ns per byte\n")
+    print("| write | zerocopy MB/s | copy MB/s | auto MB/s | zc/copy | CPU ns/B zc, copy, auto | copies/B auto |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    cross = None
+    for n in ssz:
+        z, c, a = st.get(("zerocopy", n)), st.get(("copy", n)), st.get(("auto", n))
+        if not (z and c and a):
+            continue
+        ratio = med(z, 0) / med(c, 0)
+        # CPU per byte decides (wall time moves with the machine's load).
+        if med(z, 1) <= med(c, 1):
+            if cross is None:
+                cross = n
+        else:
+            cross = None
+        print(f"| {fmt_size(n)} | {med(z, 0):.1f} | {med(c, 0):.1f} | {med(a, 0):.1f} | {ratio:.2f} | "
+              f"{med(z, 1):.2f}, {med(c, 1):.2f}, {med(a, 1):.2f} | {med(a, 2):.2f} |")
+    print()
+    print(f"Crossover (smallest write from which zero copy costs at most the CPU per byte of "
+          f"copying, and stays so): {fmt_size(cross) if cross else 'none in the sweep'}\n")
+if loss:
+    print("### Under loss: 16-byte messages every 20 ms, echoed (message round trip, ms)\n")
+    print("| model | implementation | average | p50 | p99 | maximum | wire bytes per payload byte | messages lost |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (impl, model), v in sorted(loss.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        print(f"| {model} | {impl} | {v[0]:.0f} | {v[1]:.0f} | {v[2]:.0f} | {v[3]:.0f} | {v[4]:.2f} | {v[5]:.0f} |")
+    print("| kcp | KCP fast mode, as published (test.cpp) | 138 | - | - | 392 | - | - |")
+    print("| kcp | KCP normal mode, as published | 156 | - | - | 571 | - | - |")
+    print()
+
+# The targets of the issue, judged on these numbers.
+print("### Targets\n")
+def gp(kind, i, n):
+    v = pp.get((kind, i, n))
+    return med(v, 2) if v else None
+big = [n for n in sizes("pingpong") if n >= 16384]
+if big and all(gp("pingpong", "copy", n) for n in big):
+    rs = [gp("pingpong", "zerocopy", n) / gp("pingpong", "copy", n) for n in big]
+    print(f"- zero-copy goodput >= 1.5x copying from 16 KiB up (MTU 1500): "
+          f"{'met' if min(rs) >= 1.5 else 'NOT met'} (ratios {min(rs):.2f} to {max(rs):.2f})")
+    cs = [med(pp[("pingpong", "copy", n)], 3) / med(pp[("pingpong", "zerocopy", n)], 3) for n in big]
+    print(f"  (in CPU time per round trip, copying costs {min(cs):.2f} to {max(cs):.2f}x zero copy)")
+jb = [n for n in sizes("jumbo") if n >= 16384]
+if jb:
+    rs = [gp("jumbo", "zerocopy", n) / gp("jumbo", "copy", n) for n in jb if gp("jumbo", "copy", n)]
+    print(f"- the same with 65535-byte datagrams: {'met' if min(rs) >= 1.5 else 'NOT met'} "
+          f"(ratios {min(rs):.2f} to {max(rs):.2f})")
+if ("pingpong", "tcp", 1024) in pp and ("pingpong", "zerocopy", 1024) in pp:
+    r = med(pp[("pingpong", "zerocopy", 1024)], 0) / med(pp[("pingpong", "tcp", 1024)], 0)
+    print(f"- p50 round trip at 1 KiB <= 1.5x kernel TCP: {'met' if r <= 1.5 else 'NOT met'} ({r:.2f}x)")
+if ("pingpong", "enet", 65536) in pp:
+    r = gp("pingpong", "zerocopy", 65536) / gp("pingpong", "enet", 65536)
+    print(f"- goodput >= 2x ENet at 64 KiB: {'met' if r >= 2 else 'NOT met'} ({r:.2f}x)")
+zc = [med(v, 4) for k, v in pp.items() if k[1] == "zerocopy"]
+if zc:
+    print(f"- 0 payload bytes copied in zero-copy mode: {'met' if max(zc) == 0 else 'NOT met'} "
+          f"(largest bytes copied per payload byte over all sizes: {max(zc):.3f})")
+if ssz:
+    print(f"- crossover measured: {fmt_size(cross) if cross else 'none'} "
+          f"(the adaptive default copies below ZBUF_UDPSTREAM_COPY_BELOW = 1024 bytes)")
+for model in ("issue", "kcp"):
+    a, e = loss.get(("auto-nocc", model)), loss.get(("enet", model))
+    c = loss.get(("auto", model))
+    if a and e:
+        print(f"- loss, {model} model: average {a[0]:.0f} ms (congestion control off) / "
+              f"{c[0]:.0f} ms (on) against ENet {e[0]:.0f} ms; p99 {a[2]:.0f} / {c[2]:.0f} against {e[2]:.0f}; "
+              f"wire overhead {a[4]:.2f} / {c[4]:.2f} against {e[4]:.2f}")
+    if model == "kcp" and a:
+        print(f"- against KCP's published fast mode (138 ms average, 392 ms maximum): "
+              f"{a[0]:.0f} ms average, {a[3]:.0f} ms maximum with congestion control off")
+PY
+
+if [ "$PLOT" = 1 ] && want pingpong && command -v gnuplot >/dev/null && [ -s "$out/pingpong.dat" ]; then
+  enet_rtt="" enet_gp=""
+  if [ $have_enet = 1 ]; then
+    enet_rtt=", '' using 1:10 with linespoints title 'ENet'"
+    enet_gp=", '' using 1:11 with linespoints title 'ENet'"
+  fi
+  gnuplot <<EOF
+set terminal pngcairo size 900,480 font ",10" noenhanced
+set logscale xy
+set grid
+set key top left
+set xlabel "message length (bytes)"
+set xtics ("64" 64, "256" 256, "1K" 1024, "4K" 4096, "16K" 16384, "64K" 65536, "256K" 262144, "1M" 1048576)
+set output "$root/docs/benchmarks-udpstream-rtt.png"
+set ylabel "round trip, p50 (us)"
+set title "Round trip against message length, loopback, MTU 1500"
+plot "$out/pingpong.dat" using 1:2 with linespoints title 'zbuf-udpstream zero copy', \
+     '' using 1:4 with linespoints title 'copying mode', '' using 1:6 with linespoints title 'adaptive', \
+     '' using 1:8 with linespoints title 'kernel TCP (TCP_NODELAY)' $enet_rtt
+set output "$root/docs/benchmarks-udpstream-goodput.png"
+set ylabel "goodput (MB/s, 2 x length / round trip)"
+set title "Effective bandwidth against message length, loopback, MTU 1500"
+set key top left
+plot "$out/pingpong.dat" using 1:3 with linespoints title 'zbuf-udpstream zero copy', \
+     '' using 1:5 with linespoints title 'copying mode', '' using 1:7 with linespoints title 'adaptive', \
+     '' using 1:9 with linespoints title 'kernel TCP (TCP_NODELAY)' $enet_gp
+EOF
+  echo "plots: docs/benchmarks-udpstream-rtt.png, docs/benchmarks-udpstream-goodput.png" >&2
+fi
