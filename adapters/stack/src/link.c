@@ -118,15 +118,23 @@ static int link_transmit(void *ctx, zbuf_t *frame)
     return 0;
 }
 
-/* The emulated NIC: gather the frame into one pool buffer of the receiver. */
+/* The emulated NIC: gather the frame into one pool buffer of the receiver.
+ * Without a buffer the frame is dropped and reading goes on (the rule of
+ * the driver contract), reported to the stack. */
 static zbuf_t *dma(struct side *to, zbuf_t *frame)
 {
     zbuf_ip_link_t *l = to->link;
     size_t len = zbuf_length(frame);
     zbuf_buf_t *b;
     zbuf_t *z = NULL;
-    if (len > LINK_BUF_SIZE || zbuf_pool_get(to->pool, &b) != 0) {
+    if (len > LINK_BUF_SIZE) {
         l->st.no_buffer++;
+        zbuf_delete(frame);
+        return NULL;
+    }
+    if (zbuf_pool_get(to->pool, &b) != 0) {
+        l->st.no_buffer++;
+        zbuf_ip_netif_rx_nobuf(to->nif, 1);
         zbuf_delete(frame);
         return NULL;
     }
@@ -246,6 +254,7 @@ int zbuf_ip_link_attach(zbuf_ip_link_t *l, int side, zbuf_ip_stack_t *s,
         .next_deadline = link_deadline,
         .detach = link_detach,
         .flags = l->cfg.csum_offload ? ZBUF_IP_DRV_CSUM_OFFLOAD : 0,
+        .rx_pool = sd->pool, /* NULL in shared mode: no pool, no pressure */
     };
     zbuf_ip_netif_t *nif;
     int rc = zbuf_ip_netif_add(s, cfg, &drv, sd, &nif);
