@@ -1641,14 +1641,24 @@ static size_t rcv_admit(zbuf_ip_tcp_t *t, zbuf_t *z, bool ooo, uint32_t seq)
     t->rcv_ratio = (t->rcv_ratio * 7 + (sample > 256 ? 256 : sample)) / 8;
     if (t->rcv_ratio < 1)
         t->rcv_ratio = 1;
-    if (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem && c > len + ZBUF_IP__SEG_COST &&
-        zbuf_ip__collapse(s, z) == 0)
-        c = zbuf_ip__charge(z);
-    while (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem && ooo_prune_tail(t, seq, !ooo))
+    if (t->rcv_held_charge + t->ooo_charge + c <= t->rcv_mem)
+        return c;
+    /* Over the limit: what a compact copy would cost, then room made by
+     * pruning; copy only if it then fits. */
+    size_t compact = len + ZBUF_IP__SEG_COST;
+    size_t need = compact < c ? compact : c;
+    while (t->rcv_held_charge + t->ooo_charge + need > t->rcv_mem && ooo_prune_tail(t, seq, !ooo))
         ;
-    if (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem) {
+    if (t->rcv_held_charge + t->ooo_charge + need > t->rcv_mem) {
         s->st.tcp_rcv_mem_drops++;
         return 0;
+    }
+    if (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem) {
+        if (zbuf_ip__collapse(s, z) != 0) {
+            s->st.tcp_rcv_mem_drops++;
+            return 0;
+        }
+        c = zbuf_ip__charge(z);
     }
     return c;
 }

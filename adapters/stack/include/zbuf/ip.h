@@ -523,6 +523,32 @@ ZBUF_EXPORT void zbuf_ip_link_set_impairments(zbuf_ip_link_t *l, double loss, do
 /** @brief Copy the link's counters. */
 ZBUF_EXPORT void zbuf_ip_link_stats(const zbuf_ip_link_t *l, zbuf_ip_link_stats_t *out);
 
+/**
+ * @brief Watches the frames a link carries, like a capture on the wire.
+ * @param side   the side that sent the frame (0 or 1).
+ * @param frame  borrowed for the call; read it (zbuf_copyout(), zbuf_peek()),
+ *               do not change or keep it.
+ *
+ * Runs on the sending stack's thread, inside that stack's call that sent the
+ * frame, before impairments; it must not call into either stack.
+ */
+typedef void (*zbuf_ip_link_monitor_cb)(void *arg, int side, const zbuf_t *frame);
+
+/** @brief Set the link's monitor (NULL: none). */
+ZBUF_EXPORT void zbuf_ip_link_set_monitor(zbuf_ip_link_t *l, zbuf_ip_link_monitor_cb cb,
+                                          void *arg);
+
+/**
+ * @brief Put a frame on the link as if side @p side had sent it: a third
+ *        station on the segment (tests use it to play an attacker that
+ *        forges addresses).  The frame meets the link's impairments and,
+ *        in copy_to_pool mode, the receiving side's pool like any other.
+ * @param frame  consumed in every case.
+ * @return 0; `-EINVAL` (bad side, NULL); `-ENOTCONN` (the other side has no
+ *         interface); `-ENOBUFS` (the queue is full).
+ */
+ZBUF_EXPORT int zbuf_ip_link_inject(zbuf_ip_link_t *l, int side, zbuf_t *frame);
+
 /** @brief Delete a link: removes the attached interfaces and deletes the
  *         frames in flight.  NULL is a no-op. */
 ZBUF_EXPORT void zbuf_ip_link_delete(zbuf_ip_link_t *l);
