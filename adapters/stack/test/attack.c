@@ -37,7 +37,7 @@ zbuf_ip_stats_t hx_stats(zbuf_ip_stack_t *s)
 
 static void echo_free(struct hx_echo *e)
 {
-    for (struct hx_echo **pp = &e->h->conns; *pp; pp = &(*pp)->next)
+    for (struct hx_echo **pp = &e->v->conns; *pp; pp = &(*pp)->next)
         if (*pp == e) {
             *pp = e->next;
             break;
@@ -61,7 +61,7 @@ static void echo_flush(struct hx_echo *e)
         }
         cr_assert_eq(zbuf_ip_tcp_write(e->pcb, part), 0);
         zbuf_ip_tcp_recved(e->pcb, len);
-        e->h->echoed += (long)len;
+        e->v->echoed += (long)len;
     }
     if (e->eof) {
         zbuf_ip_tcp_close(e->pcb);
@@ -99,13 +99,13 @@ static void echo_error(void *arg, int err)
 static int echo_accept(void *arg, zbuf_ip_tcp_t *l, zbuf_ip_tcp_t *c)
 {
     (void)l;
-    hx_t *h = arg;
+    hx_svc_t *v = arg;
     struct hx_echo *e = calloc(1, sizeof *e);
     cr_assert_not_null(e);
-    e->h = h;
+    e->v = v;
     e->pcb = c;
-    e->next = h->conns;
-    h->conns = e;
+    e->next = v->conns;
+    v->conns = e;
     zbuf_ip_tcp_callbacks_t cb = {.recv = echo_recv, .sent = echo_sent, .error = echo_error};
     zbuf_ip_tcp_set_callbacks(c, &cb, e);
     return 0;
@@ -158,28 +158,39 @@ void hx_init(hx_t *h, uint32_t pool_bufs, const zbuf_ip_config_t *cfg)
     c.ping_arg = h;
     zh_pair_init(&h->p, &lc, &c);
     zbuf_ip_link_set_monitor(h->p.link, monitor, h);
-    cr_assert_eq(zbuf_ip_tcp_new(h->p.a, &h->echo_l), 0);
-    cr_assert_eq(zbuf_ip_tcp_bind(h->echo_l, ZBUF_IP_ANY, HX_ECHO), 0);
-    cr_assert_eq(zbuf_ip_tcp_listen(h->echo_l, ZBUF_IP_TCP_BACKLOG_MAX), 0);
-    zbuf_ip_tcp_callbacks_t lcb = {.accept = echo_accept};
-    zbuf_ip_tcp_set_callbacks(h->echo_l, &lcb, h);
-    cr_assert_eq(zbuf_ip_udp_new(h->p.a, &h->echo_u), 0);
-    cr_assert_eq(zbuf_ip_udp_bind(h->echo_u, ZBUF_IP_ANY, HX_ECHO), 0);
-    zbuf_ip_udp_set_recv(h->echo_u, udp_echo, h);
+    hx_svc_start(&h->svc, h->p.a);
     /* Neighbours know each other, and A has used its entry for B. */
     cr_assert(hx_ping(h, 1000), "no ping before the attack");
     zbuf_ip_ping(h->p.a, ZH_B, 1, 1, NULL);
     hx_run(h, 10);
 }
 
+void hx_svc_start(hx_svc_t *v, zbuf_ip_stack_t *s)
+{
+    memset(v, 0, sizeof *v);
+    cr_assert_eq(zbuf_ip_tcp_new(s, &v->echo_l), 0);
+    cr_assert_eq(zbuf_ip_tcp_bind(v->echo_l, ZBUF_IP_ANY, HX_ECHO), 0);
+    cr_assert_eq(zbuf_ip_tcp_listen(v->echo_l, ZBUF_IP_TCP_BACKLOG_MAX), 0);
+    zbuf_ip_tcp_callbacks_t lcb = {.accept = echo_accept};
+    zbuf_ip_tcp_set_callbacks(v->echo_l, &lcb, v);
+    cr_assert_eq(zbuf_ip_udp_new(s, &v->echo_u), 0);
+    cr_assert_eq(zbuf_ip_udp_bind(v->echo_u, ZBUF_IP_ANY, HX_ECHO), 0);
+    zbuf_ip_udp_set_recv(v->echo_u, udp_echo, v);
+}
+
+void hx_svc_stop(hx_svc_t *v)
+{
+    zbuf_ip_tcp_close(v->echo_l);
+    zbuf_ip_udp_delete(v->echo_u);
+    while (v->conns) {
+        zbuf_ip_tcp_abort(v->conns->pcb);
+        echo_free(v->conns);
+    }
+}
+
 void hx_fini(hx_t *h)
 {
-    zbuf_ip_tcp_close(h->echo_l);
-    zbuf_ip_udp_delete(h->echo_u);
-    while (h->conns) {
-        zbuf_ip_tcp_abort(h->conns->pcb);
-        echo_free(h->conns);
-    }
+    hx_svc_stop(&h->svc);
     zh_pair_fini(&h->p);
     free(h->cap);
 }

@@ -31,14 +31,27 @@ typedef struct hx_frame {
     uint8_t b[HX_HDR];
 } hx_frame_t;
 
-/* One connection of A's echo service. */
+/* The services the issue attacked in zbuf-stack-demo, on any stack: TCP
+ * echo on port 7 (zero copy: the received zbufs go back out, the window
+ * reopening as the send queue takes them) and UDP echo on port 7. */
 struct hx_echo {
-    struct hx *h;
+    struct hx_svc *v;
     zbuf_ip_tcp_t *pcb;
     zbuf_t *pending;
     bool eof;
     struct hx_echo *next;
 };
+
+typedef struct hx_svc {
+    zbuf_ip_tcp_t *echo_l; /* the TCP echo listener */
+    zbuf_ip_udp_t *echo_u; /* the UDP echo */
+    struct hx_echo *conns; /* its connections */
+    long echoed;           /* bytes the TCP echo sent back */
+} hx_svc_t;
+
+void hx_svc_start(hx_svc_t *v, zbuf_ip_stack_t *s);
+/* Close the listener and UDP PCB, abort the connections. */
+void hx_svc_stop(hx_svc_t *v);
 
 typedef struct hx {
     zh_pair_t p;
@@ -47,10 +60,7 @@ typedef struct hx {
     int pongs;       /* echo replies B got */
     uint16_t pong_seq;
     uint64_t pong_at;
-    zbuf_ip_tcp_t *echo_l; /* A's TCP echo listener */
-    zbuf_ip_udp_t *echo_u; /* A's UDP echo */
-    struct hx_echo *conns; /* A's echo connections */
-    long echoed;           /* bytes A's echo sent back */
+    hx_svc_t svc;    /* A's services */
 } hx_t;
 
 /* A and B on a copy_to_pool link with `pool_bufs` receive buffers per side

@@ -83,8 +83,8 @@ Test(hardening, zero_window_peer_feeding_the_echo_one_byte_segments_cannot_pin_t
     zbuf_ip_stats_t st = hx_stats(h.p.a);
     fprintf(stderr, "zero-window echo: %llu bytes in, collapsed %llu bytes, echo holds %ld\n",
             (unsigned long long)st.tcp_rx_payload, (unsigned long long)st.rx_collapsed_bytes,
-            h.echoed);
-    cr_assert_geq(h.echoed, 2900, "the attack did not get through to the echo service");
+            h.svc.echoed);
+    cr_assert_geq(h.svc.echoed, 2900, "the attack did not get through to the echo service");
     cr_assert_gt(st.rx_collapses, 0, "the pool's pressure was never met?");
     hx_check_recovered(&h, 64 * 1024);
     assert_pool_never_dry(&h);
@@ -328,7 +328,7 @@ Test(hardening, datagrams_from_broadcast_multicast_loopback_or_our_own_address_g
     cr_assert_eq(st.ip_l2_bcast_drops, 1);
     cr_assert_eq(st.udp_bcast_drops, 1);
     cr_assert_eq(hx_count_to(&h, from, 0), 0, "A answered a broadcast");
-    zbuf_ip_udp_set_broadcast(h.echo_u, true); /* a service that wants them gets them */
+    zbuf_ip_udp_set_broadcast(h.svc.echo_u, true); /* a service that wants them gets them */
     hx_udp(&h, ZBUF_IP_ADDR(192, 0, 2, 77), 5555, ZBUF_IP_ADDR(192, 0, 2, 255), HX_ECHO,
            (const uint8_t *)"wanted", 6);
     hx_run(&h, 100);
@@ -571,7 +571,7 @@ Test(hardening, fragmentation_needed_lowers_the_path_mtu_of_that_connection_only
     zbuf_ip_tcp_info_t bi;
     zbuf_ip_tcp_info(b.pcb, &bi);
     zbuf_ip_tcp_t *a_side = NULL;
-    for (struct hx_echo *e = h.conns; e; e = e->next) {
+    for (struct hx_echo *e = h.svc.conns; e; e = e->next) {
         zbuf_ip_tcp_info_t oi;
         zbuf_ip_tcp_info(e->pcb, &oi);
         if (oi.remote_addr == ZH_B)
@@ -614,7 +614,7 @@ Test(hardening, fragmentation_needed_lowers_the_path_mtu_of_that_connection_only
     cr_assert_eq(big, 0, "%d segments above the path MTU after the ICMP", big);
     cr_assert_gt(small, 100);
     /* A's other connection keeps its path MTU. */
-    for (struct hx_echo *e = h.conns; e; e = e->next) {
+    for (struct hx_echo *e = h.svc.conns; e; e = e->next) {
         zbuf_ip_tcp_info_t oi;
         zbuf_ip_tcp_info(e->pcb, &oi);
         if (oi.remote_addr == other.ip)
@@ -647,7 +647,7 @@ Test(hardening, fragmentation_needed_below_the_floor_stops_at_the_floor)
     icmp_err(&h, ZBUF_IP_ADDR(192, 0, 2, 254), 3, 4, 100, ZH_A, ZH_B, 6, 1500, HX_ECHO,
              bi.local_port, latest_data_seq(&h, bi.local_port));
     zh_pair_stall(&h.p, h.p.b, 3);
-    zbuf_ip_tcp_info(h.conns->pcb, &ai);
+    zbuf_ip_tcp_info(h.svc.conns->pcb, &ai);
     cr_assert_eq(ai.pmtu, ZBUF_IP_TCP_PMTU_MIN);
     cr_assert(hx_until(&h, bk_done, &b, 60000), "%zu of %zu echoed", b.got, b.total);
     cr_assert_not(b.bad);
