@@ -2541,6 +2541,13 @@ static bool cookie_accept(zbuf_ip_tcp_t *l, zbuf_t *z, struct seg *sg, uint32_t 
     rcv_window(t, true); /* the edge the cookie's SYN-ACK advertised (same state) */
     s->st.tcp_syncookies_ok++;
     conn_input(t, z, sg); /* the handshake completes as for a kept SYN */
+    if (!t->dead && t->state == ZBUF_IP_TCP_SYN_RCVD) {
+        /* The ACK was not taken after all (PAWS, a bad ACK number): this
+         * half-open connection has no SYN-ACK to retransmit, so no timer
+         * would ever end it. */
+        t->app_closed = true;
+        pcb_kill(t);
+    }
     return true;
 }
 

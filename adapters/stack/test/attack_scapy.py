@@ -228,7 +228,7 @@ def attack_land(n=70):
     drain()
     for i in range(n):
         send(Ether(dst=smac, src=mac_of("192.0.2.78")) / IP(src=sip, dst=sip)
-             / TCP(sport=7, dport=7, flags="S", seq=0x5000 + 77 * i))
+             / TCP(sport=10000 + i, dport=7, flags="S", seq=0x5000 + 77 * i))
     answers = [p.summary() for p in frames(1.0) if TCP in p]
     print(f"attack: {n} SYNs from the stack's own address; answers: {answers}", flush=True)
     return 0 if not answers else 1

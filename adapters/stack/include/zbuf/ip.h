@@ -26,10 +26,14 @@
  * (options ignored; fragments reassembled within the limits
  * of <zbuf/ip_opts.h>, without copying, and datagrams larger than the MTU
  * sent as fragments with keyed per-destination identifications, RFC
- * 7739; datagrams that fit go with DF and identification 0, RFC 6864),
- * ICMP echo (and time exceeded when a reassembly times out), UDP and
+ * 7739; datagrams that fit go with DF and identification 0, RFC 6864;
+ * sources no host may have dropped, RFC 1122), ICMP echo (and time
+ * exceeded when a reassembly times out; errors received validated as RFC
+ * 5927 asks and used for path-MTU discovery, RFC 1191, and reported to
+ * UDP PCBs), UDP and
  * TCP: RFC 9293 state machine with simultaneous open and close and
- * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK, MSS, window scaling and
+ * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK (challenge ACKs limited
+ * per connection and per stack), SYN cookies (RFC 4987), MSS, window scaling and
  * timestamps with PAWS (RFC 7323; timestamp clock offset per connection by
  * a keyed hash), SACK (RFC 2018; blocks generated from the out-of-order
  * queue, a per-segment scoreboard for recovery), loss recovery by RACK-TLP
@@ -58,9 +62,9 @@
  * zbuf_ip_tcp_abort() or zbuf_ip_tcp_close() on its own connection; it must
  * not delete the stack.
  *
- * Limits (connections, queued bytes, ARP entries, reassembly buffers ...)
- * are set in
- * <zbuf/ip_opts.h>.
+ * Limits (connections, queued bytes, ARP entries, reassembly buffers,
+ * receive memory and the driver pool's reserve ...) are set in
+ * <zbuf/ip_opts.h>: no peer can make the stack hold more, or go deaf.
  */
 #ifndef ZBUF_IP_H
 #define ZBUF_IP_H
