@@ -115,16 +115,32 @@ static bool is_bcast(const zbuf_ip_netif_t *nif, uint32_t a)
 /* Addresses that are never a datagram's source (RFC 1122 3.2.1.3 and
  * 3.2.1.7): multicast and class E (the limited broadcast among them),
  * loopback, "this network" 0/8, and for every attached subnet its directed
- * broadcast and its all-zeros host (the obsolete broadcast form).  0.0.0.0
- * itself is for the caller to judge (a host booting may use it). */
-static bool martian(const zbuf_ip_stack_t *s, uint32_t a)
+ * broadcast and its all-zeros host (the obsolete broadcast form); with
+ * `or_ours`, our own addresses as well.  0.0.0.0 itself is for the caller
+ * to judge (a host booting may use it). */
+static bool martian(const zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif, uint32_t a,
+                    bool or_ours)
 {
     if ((a >> 28) >= 0xe || (a >> 24) == 127 || (a >> 24) == 0)
         return true;
+    if (nif && (a & nif->mask) == (nif->cfg.addr & nif->mask)) {
+        /* On the link it came from (the common case): that subnet's own
+         * special addresses are the only ones it can be. */
+        if (or_ours && a == nif->cfg.addr)
+            return true;
+        if (nif->cfg.prefix_len <= 30 &&
+            (a == (nif->cfg.addr | ~nif->mask) || a == (nif->cfg.addr & nif->mask)))
+            return true;
+        if (s->nnetifs == 1)
+            return false; /* no other subnet to be special in */
+    }
     for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
         const zbuf_ip_netif_t *n = &s->netifs[i];
-        if (n->in_use && n->cfg.prefix_len <= 30 &&
-            (a == (n->cfg.addr | ~n->mask) || a == (n->cfg.addr & n->mask)))
+        if (!n->in_use)
+            continue;
+        if ((or_ours && a == n->cfg.addr) ||
+            (n->cfg.prefix_len <= 30 &&
+             (a == (n->cfg.addr | ~n->mask) || a == (n->cfg.addr & n->mask))))
             return true;
     }
     return false;
@@ -185,12 +201,16 @@ int zbuf_ip__rx_level(zbuf_ip_stack_t *s)
         } else {
             s->rx_level = ZBUF_IP__RX_OK;
             s->rx_pruned = false; /* the next time the reserve is reached, prune again */
+            /* Half the distance to the mark, to be safe: no need to look
+             * (a lock) for so many frames. */
+            s->rx_ok_pool = s->rx_pool;
+            s->rx_ok_frames = (left - cap / ZBUF_IP_RX_PRESSURE_DIV) / 2;
         }
     }
     return s->rx_level;
 }
 
-int zbuf_ip__rx_hold(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative)
+int zbuf_ip__rx_hold_slow(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative)
 {
     int level = zbuf_ip__rx_level(s);
     if (level == ZBUF_IP__RX_OK)
@@ -361,6 +381,7 @@ int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
         n->drv = *drv;
         n->ctx = ctx;
         n->in_use = true;
+        s->nnetifs++;
         *out = n;
         return 0;
     }
@@ -380,6 +401,7 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
             arp_pend_drop(s, &s->arp_pend[i]);
     zbuf_ip__reasm_flush(s, nif);
     nif->in_use = false; /* no more frames in or out */
+    s->nnetifs--;
     if (nif->polling) {
         /* Called from a callback of this driver's own poll(), which still
          * runs and may still use its context: detach once it returned. */
@@ -636,8 +658,7 @@ static int arp_input(zbuf_ip_netif_t *nif, zbuf_t *z)
     uint32_t spa = get32(a + 14), tpa = get32(a + 24);
     /* A multicast sender, someone claiming one of our addresses, or a
      * sender address no host may have (0.0.0.0 is an RFC 5227 probe). */
-    if ((op != 1 && op != 2) || (sha[0] & 1) || zbuf_ip__is_local(s, spa) ||
-        (spa != 0 && martian(s, spa))) {
+    if ((op != 1 && op != 2) || (sha[0] & 1) || (spa != 0 && martian(s, nif, spa, true))) {
         s->st.bad_arp++;
         rc = -EBADMSG;
         goto out;
@@ -969,7 +990,7 @@ int zbuf_ip__icmp_reasm_timeout(zbuf_ip_stack_t *s, const uint8_t *orig, size_t 
     uint32_t from = get32(orig + 16), to = get32(orig + 12);
     /* Only about datagrams sent to us by a unicast source (RFC 1122
      * 3.2.2), and never about an ICMP error. */
-    if (!zbuf_ip__is_local(s, from) || martian(s, to) || to == 0 ||
+    if (!zbuf_ip__is_local(s, from) || martian(s, NULL, to, false) || to == 0 ||
         (orig[9] == IP_PROTO_ICMP && (len < IP_HLEN + 1 || orig[IP_HLEN] != 8)))
         return -EINVAL;
     zbuf_t *z;
@@ -1253,7 +1274,7 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
      * has, or from one of ours (a LAND attack, or a reflection); 0.0.0.0
      * only from a host booting, as UDP to the limited broadcast (DHCP). */
     if (src == 0 ? !(proto == IP_PROTO_UDP && dst == 0xffffffffu)
-                 : martian(s, src) || zbuf_ip__is_local(s, src)) {
+                 : martian(s, nif, src, true)) {
         s->st.bad_ip++;
         s->st.ip_bad_source++;
         goto drop_bad;
@@ -1330,6 +1351,10 @@ int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame)
     int outer_level = s->rx_level;
     s->rx_pool = nif->drv.rx_pool;
     s->rx_level = -1;
+    if (s->rx_pool && s->rx_pool == s->rx_ok_pool && s->rx_ok_frames > 0) {
+        s->rx_ok_frames--;
+        s->rx_level = ZBUF_IP__RX_OK; /* known to be far from the mark */
+    }
     uint8_t tmp[ETH_HLEN];
     const uint8_t *h = zbuf_ip__hdr(frame, 0, ETH_HLEN, tmp);
     int rc;

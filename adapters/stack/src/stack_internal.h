@@ -169,6 +169,7 @@ struct zbuf_ip_stack {
     zbuf_ip_config_t cfg;
     uint64_t now;           /* clock sampled at the entry of each public call */
     zbuf_ip_netif_t netifs[ZBUF_IP_MAX_NETIFS];
+    unsigned nnetifs;       /* of them in use */
     struct arp_entry arp[ZBUF_IP_ARP_ENTRIES];
     struct arp_pending arp_pend[ZBUF_IP_ARP_PENDING];
     uint64_t arp_tokens;    /* ARP request budget, thousandths of a request */
@@ -197,6 +198,11 @@ struct zbuf_ip_stack {
     zbuf_pool_t *rx_pool;
     int rx_level;
     bool rx_pruned;         /* pruned since the pool last left the pressure zone */
+    /* Frames of pool rx_ok_pool that may still come before its level needs
+     * a look again: each frame takes at most one buffer, so from `left`
+     * buffers the pressure mark is that many frames away. */
+    zbuf_pool_t *rx_ok_pool;
+    size_t rx_ok_frames;
     bool rx_prune_pending;  /* prune when the outermost stack call returns */
     struct zbuf_ip_sock *orphans; /* closed sockets still sending their queued bytes */
 };
@@ -251,7 +257,14 @@ ZBUF_IP__HIDDEN int zbuf_ip__rx_level(zbuf_ip_stack_t *s);
  * <zbuf/ip_opts.h>: keeps it as it is, collapses it in place into a compact
  * buffer (0), or says to drop it (-ENOBUFS, counted in rx_pressure_drops;
  * the caller deletes it). */
-ZBUF_IP__HIDDEN int zbuf_ip__rx_hold(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative);
+ZBUF_IP__HIDDEN int zbuf_ip__rx_hold_slow(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative);
+static inline int zbuf_ip__rx_hold(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative)
+{
+    /* The common case inline: no pool, or one known to be far from its mark. */
+    if (s->rx_pool == NULL || s->rx_level == ZBUF_IP__RX_OK)
+        return 0;
+    return zbuf_ip__rx_hold_slow(s, z, speculative);
+}
 /* Replace the segments of `z` by one compact buffer of its length (a
  * counted copy).  0, or a negative errno with `z` unchanged. */
 ZBUF_IP__HIDDEN int zbuf_ip__collapse(zbuf_ip_stack_t *s, zbuf_t *z);

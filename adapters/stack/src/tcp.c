@@ -234,6 +234,8 @@ struct zbuf_ip_tcp {
     size_t rcv_held_charge, ooo_charge;
     uint32_t rcv_mem;
     uint32_t rcv_ratio;
+    uint64_t ratio_len, ratio_charge; /* sums of the segments since rcv_ratio moved.. */
+    unsigned ratio_n;                 /* ..and how many (it moves every 16) */
     unsigned segs_unacked;          /* in-order segments since our last ACK */
     struct ooo *ooo;
     unsigned nooo;
@@ -1291,7 +1293,6 @@ void zbuf_ip_tcp_recved(zbuf_ip_tcp_t *t, size_t n)
         before = 0;
     /* The charge goes in proportion (all of it with the last byte): the
      * application returns bytes, not the zbufs they came in. */
-    uint32_t space0 = rcv_space(t);
     size_t c = n == t->rcv_held ? t->rcv_held_charge
                                 : (size_t)((uint64_t)t->rcv_held_charge * n / t->rcv_held);
     mem_sub(t, &t->rcv_held_charge, c);
@@ -1302,8 +1303,7 @@ void zbuf_ip_tcp_recved(zbuf_ip_tcp_t *t, size_t n)
      * zero-window sender restarts quickly).  (Not for the growth past
      * the 65535 bytes a SYN could carry: the next ACK tells that.) */
     if (synchronized(t) && !t->fin_rcvd && space > before &&
-        ((space - space0 >= t->rcv_buf / 4 && space - before >= t->rcv_buf / 4) ||
-         before < t->mss)) {
+        ((n >= t->rcv_buf / 4 && space - before >= t->rcv_buf / 4) || before < t->mss)) {
         t->ack_now = true;
         if (t->stack->depth == 0) {
             zbuf_ip__tick(t->stack);
@@ -1635,12 +1635,24 @@ static size_t rcv_admit(zbuf_ip_tcp_t *t, zbuf_t *z, bool ooo, uint32_t seq)
     zbuf_ip_stack_t *s = t->stack;
     if (zbuf_ip__rx_hold(s, z, ooo) != 0)
         return 0;
-    size_t len = zbuf_length(z), c = zbuf_ip__charge(z);
-    /* The ratio the window follows: what this peer's segments cost. */
-    uint32_t sample = c ? (uint32_t)((uint64_t)len * 256 / c) : 256;
-    t->rcv_ratio = (t->rcv_ratio * 7 + (sample > 256 ? 256 : sample)) / 8;
-    if (t->rcv_ratio < 1)
-        t->rcv_ratio = 1;
+    /* The most a segment can pin, without looking at its buffers; the
+     * exact charge only near the limit. */
+    size_t len = zbuf_length(z);
+    size_t c = len + (ZBUF_IP__SLACK + ZBUF_IP__SEG_COST) * zbuf_seg_count(z);
+    if (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem)
+        c = zbuf_ip__charge(z);
+    /* The ratio the window follows: what this peer's segments cost, over
+     * 16 segments at a time (no division per segment). */
+    t->ratio_len += len;
+    t->ratio_charge += c;
+    if (++t->ratio_n == 16) {
+        uint64_t sample = t->ratio_len * 256 / t->ratio_charge;
+        t->rcv_ratio = (uint32_t)((t->rcv_ratio * 3 + (sample > 256 ? 256 : sample)) / 4);
+        if (t->rcv_ratio < 1)
+            t->rcv_ratio = 1;
+        t->ratio_len = t->ratio_charge = 0;
+        t->ratio_n = 0;
+    }
     if (t->rcv_held_charge + t->ooo_charge + c <= t->rcv_mem)
         return c;
     /* Over the limit: what a compact copy would cost, then room made by
@@ -1803,6 +1815,7 @@ static void ooo_drain(zbuf_ip_tcp_t *t)
         t->nooo--;
         t->ooo_bytes -= o->len;
         mem_sub(t, &t->ooo_charge, o->charge);
+        size_t o_charge = o->charge;
         uint32_t start = o->seq, end = o->seq + o->len;
         bool fin = o->fin;
         zbuf_t *z = o->z;
@@ -1810,7 +1823,7 @@ static void ooo_drain(zbuf_ip_tcp_t *t)
         if (SEQ_GT(end, t->rcv_nxt)) {
             if (t->rcv_nxt != start)
                 zbuf_cut(z, 0, t->rcv_nxt - start, NULL);
-            deliver(t, z, zbuf_ip__charge(z)); /* admitted when it was queued */
+            deliver(t, z, o_charge); /* admitted when it was queued */
         } else {
             zbuf_delete(z);
         }

@@ -234,7 +234,8 @@ bool hx_ping(hx_t *h, uint64_t ms)
     h->pong_seq++;
     zbuf_t *z;
     cr_assert_eq(zbuf_create(&z), 0);
-    cr_assert_eq(zbuf_append_copy(z, "ping from the peer, 56 bytes of payload, give or take.", 56), 0);
+    static const uint8_t payload[56] = "ping from the peer, 56 bytes of payload";
+    cr_assert_eq(zbuf_append_copy(z, payload, sizeof payload), 0);
     cr_assert_eq(zbuf_ip_ping(h->p.b, ZH_A, 0x4858, h->pong_seq, z), 0);
     uint64_t end = h->p.now + ms;
     while (h->pongs == before && h->p.now < end) {
