@@ -243,6 +243,55 @@ Test(hardening, syn_flood_from_spoofed_sources_leaves_the_port_open)
     hx_fini(&h);
 }
 
+/* A connection made through a cookie keeps what the SYN negotiated: the
+ * MSS (from the table: 1460 less the timestamps), window scale and SACK in
+ * the timestamp's low bits; without timestamps, neither (as Linux). */
+static void cookie_connection(bool timestamps)
+{
+    zbuf_ip_config_t cfg;
+    zbuf_ip_config_init(&cfg);
+    cfg.tcp_no_timestamps = !timestamps;
+    hx_t h;
+    hx_init(&h, HX_POOL, &cfg);
+    for (int i = 0; i < ZBUF_IP_TCP_BACKLOG_MAX; i++) /* fill the backlog */
+        hx_tcp(&h, ZBUF_IP_ADDR(192, 0, 2, 100 + i), (uint16_t)(3000 + i), HX_ECHO, 99, 0, 0x02,
+               65535, NULL, 0, NULL, 0);
+    hx_run(&h, 5);
+    zbuf_ip_tcp_t *c;
+    cr_assert_eq(zbuf_ip_tcp_new(h.p.b, &c), 0);
+    cr_assert_eq(zbuf_ip_tcp_connect(c, ZH_A, HX_ECHO), 0);
+    hx_run(&h, 20);
+    cr_assert_eq(zbuf_ip_tcp_state(c), ZBUF_IP_TCP_ESTABLISHED);
+    zbuf_ip_tcp_info_t bi, ai = {0};
+    zbuf_ip_tcp_info(c, &bi);
+    for (struct hx_echo *e = h.svc.conns; e; e = e->next) {
+        zbuf_ip_tcp_info_t x;
+        zbuf_ip_tcp_info(e->pcb, &x);
+        if (x.remote_port == bi.local_port)
+            ai = x;
+    }
+    cr_assert(ai.syncookie, "the connection did not come through a cookie");
+    cr_assert_eq(ai.ts_ok, timestamps);
+    cr_assert_eq(ai.sack_ok, timestamps, "SACK-permitted kept only in the timestamp");
+    cr_assert_eq(ai.snd_wscale, timestamps ? bi.rcv_wscale : 0);
+    cr_assert_eq(ai.rcv_wscale, timestamps ? bi.snd_wscale : 0);
+    cr_assert_eq(ai.mss, timestamps ? 1460 - 12 : 1460);
+    cr_assert_eq(bi.snd_wscale, ai.rcv_wscale, "both ends agree on the scales");
+    zbuf_ip_tcp_abort(c);
+    hx_check_recovered(&h, 256 * 1024); /* window scaling in use both ways */
+    hx_fini(&h);
+}
+
+Test(hardening, syn_cookie_keeps_mss_window_scale_sack_and_timestamps)
+{
+    cookie_connection(true);
+}
+
+Test(hardening, syn_cookie_without_timestamps_keeps_the_mss_only)
+{
+    cookie_connection(false);
+}
+
 /* ------------------------------------------------- 3. neighbour table */
 
 Test(hardening, unresolvable_neighbours_never_evict_one_in_use)

@@ -354,7 +354,9 @@ ZBUF_EXPORT void zbuf_ip_stats(const zbuf_ip_stack_t *s, zbuf_ip_stats_t *out);
  * **Receive pool.** A driver that reads into a pool names it in @c rx_pool:
  * the stack then keeps the pool from running dry (it copies into compact
  * buffers, or drops, what it would otherwise hold once few buffers are
- * left; see <zbuf/ip_opts.h>, "Receive pool pressure").  Whatever the
+ * left; see <zbuf/ip_opts.h>, "Receive pool pressure").  Each frame may take
+ * at most one buffer of that pool (the stack reads the pool's level only
+ * as often as that allows it to be sure of it).  Whatever the
  * stack does, a driver must never stop reading because its pool is empty:
  * it goes on taking frames from the device, up to the budget, into a
  * scratch buffer of its own, drops them and reports them with

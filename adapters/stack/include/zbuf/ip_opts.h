@@ -292,9 +292,12 @@
  * is charged by what it pins, as Linux charges an skb's truesize, not by
  * its payload: each segment costs the whole buffer behind it (at most 2 KiB
  * more than the bytes it uses, so that slices of one large shared buffer
- * are not charged many times) plus 128 bytes for the descriptors.  The
- * charge covers the out-of-order queue and the bytes delivered to the
- * application and not yet released with zbuf_ip_tcp_recved().
+ * are not charged many times) plus 128 bytes for the descriptors.  Far
+ * from the limit a segment is charged the most it can pin (its length plus
+ * 2 KiB plus 128 bytes, found without looking at its buffers); near the
+ * limit, exactly.  The charge covers the out-of-order queue and the bytes
+ * delivered to the application and not yet released with
+ * zbuf_ip_tcp_recved().
  *
  * A segment that would take a connection past its limit is first collapsed
  * into a compact buffer (a counted copy) if that makes it cheaper; an
