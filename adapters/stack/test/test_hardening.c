@@ -865,21 +865,23 @@ Test(hardening, mixed_attacks_with_normal_traffic, .timeout = 600)
         }
         hx_conn_open(&h, &rst, HX_ECHO, 65535, NULL, 0);
         int pings = 0, pongs = 0;
-        uint32_t n = 0;
+        /* Each round a different mix: flood rate, addresses, forged errors. */
+        int syns = 2 + round % 5;
+        uint32_t n = (uint32_t)round * 7919u;
         for (int ms = 0; ms < 2000; ms++, n++) {
             uint32_t spoof = ZBUF_IP_ADDR(192, 0, 2, 100 + n % 150);
-            for (int i = 0; i < 4; i++) /* SYN flood */
-                hx_tcp(&h, ZBUF_IP_ADDR(192, 0, 2, 100 + (n * 4 + i) % 150),
-                       (uint16_t)(2000 + (n * 4 + i) % 60000), HX_ECHO, n * 7919u, 0, 0x02, 65535,
-                       NULL, 0, NULL, 0);
-            hx_conn_send(&h, &pin[n % PIN], HX_ECHO, 1 + (n / PIN) % ZBUF_IP_TCP_OOO_SEGS, 0x10,
+            for (int i = 0; i < syns; i++) /* SYN flood */
+                hx_tcp(&h, ZBUF_IP_ADDR(192, 0, 2, 100 + (n * 4 + (uint32_t)i) % 150),
+                       (uint16_t)(2000 + (n * 4 + (uint32_t)i) % 60000), HX_ECHO, n * 7919u, 0,
+                       0x02, 65535, NULL, 0, NULL, 0);
+            hx_conn_send(&h, &pin[ms % PIN], HX_ECHO, 1 + ((uint32_t)ms / PIN) % ZBUF_IP_TCP_OOO_SEGS, 0x10,
                          65535, (const uint8_t *)"p", 1); /* pool pinning */
-            hx_conn_send(&h, &zw[n % ZW], HX_ECHO, 0, 0x18, 0, (const uint8_t *)"z", 1);
-            zw[n % ZW].snd_nxt++;
+            hx_conn_send(&h, &zw[ms % ZW], HX_ECHO, 0, 0x18, 0, (const uint8_t *)"z", 1);
+            zw[ms % ZW].snd_nxt++;
             static const uint8_t echo[8] = {'e', 'c', 'h', 'o'};
             hx_icmp(&h, spoof, 8, 0, n, echo, sizeof echo); /* neighbour table */
             hx_conn_send(&h, &rst, HX_ECHO, 100, 0x04, 0, NULL, 0); /* challenge ACKs */
-            if (n % 16 == 0) {
+            if (ms % 16 == 0) {
                 provoke_from(&h, ZBUF_IP_ADDR(192, 0, 2, 255), 9000); /* impossible sources */
                 provoke_from(&h, ZH_A, HX_ECHO);
                 uint8_t junk[16] = {(uint8_t)n, (uint8_t)(n >> 8)};
