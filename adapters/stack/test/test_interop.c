@@ -335,7 +335,7 @@ Test(interop, demo_serves_ping_echo_discard_chargen_and_reports_zero_copy)
     cr_assert_not_null(fgets(line, sizeof line, f), "demo printed nothing");
     cr_assert(strstr(line, "ready") != NULL, "demo: %s", line);
     kernel_side_up();
-    char cmd[2048];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "ping -c 3 -i 0.2 -W 2 192.0.2.2 >&2 && "
              "python3 %s/interop_peer.py client 192.0.2.2 7 4194304 >&2 && "
@@ -345,6 +345,16 @@ Test(interop, demo_serves_ping_echo_discard_chargen_and_reports_zero_copy)
              "sys.exit(0 if s.recv(100)==b\"hi udp\" else 1)' && "
              "python3 -c 'import socket; s=socket.create_connection((\"192.0.2.2\",9),timeout=5); "
              "s.sendall(b\"x\"*100000); s.close()' && "
+             /* From well-known ports (chargen's 19, echo's 7), no answer:
+              * two such services would bounce a datagram forever. */
+             "python3 -c 'import socket,sys\n"
+             "for p in (19, 7):\n"
+             "    s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind((\"192.0.2.1\",p))\n"
+             "    s.settimeout(1); s.sendto(b\"ping-pong\",(\"192.0.2.2\",7))\n"
+             "    try:\n"
+             "        s.recv(100); sys.exit(1)\n"
+             "    except socket.timeout:\n"
+             "        pass' && "
              /* Fragments both ways: the kernel fragments the requests, the
               * stack reassembles them and fragments its replies, which the
               * kernel reassembles and compares. */
@@ -385,6 +395,8 @@ Test(interop, demo_serves_ping_echo_discard_chargen_and_reports_zero_copy)
     cr_assert_geq(reasm, 9, "kernel fragments reassembled: %llu", reasm);
     cr_assert_geq(ftx, 3 * 3 + 2 * 44 + 2 + 6 + 21 + 45, "replies fragmented: %llu", ftx);
     cr_assert_eq(fdrop, 0);
+    cr_assert(strstr(all, "udp from well-known ports (not answered): 2") != NULL,
+              "the demo answered (or never saw) datagrams from ports 19 and 7");
 }
 
 Test(interop, scapy_malformed_frames_from_the_kernel_side_do_no_harm)
