@@ -5,6 +5,10 @@
 # loopback, interleaved round by round, and print medians as markdown.
 # Results and how to read them: docs/benchmarks.md (section TCP/IP stack).
 # Usage: scripts/bench-stack.sh [rounds (default 7)] [bytes per run (default 256 MiB)]
+# A/B: BENCH_BASE=<git revision> also builds bench_stack from that revision
+# (build/bench-base) and runs it in every round right after the current one;
+# its rows are marked "(base)" and the table gains a column with the
+# current/base ratio per configuration (median of per-round ratios).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -20,6 +24,18 @@ cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
       -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 cmake --build "$root/build/bench" -j"$(nproc)" --target bench_stack bench_lwip >>"$log" 2>&1 ||
   { tail -n 60 "$log" >&2; exit 1; }
+base=${BENCH_BASE:-}
+if [ -n "$base" ]; then
+  echo "==> configure+build build/bench-base from $base" >&2
+  src=$root/build/bench-base-src
+  rm -rf "$src" && mkdir -p "$src"
+  git -C "$root" archive "$base" | tar -x -C "$src"
+  cmake -S "$src" -B "$root/build/bench-base" -DCMAKE_BUILD_TYPE=Release \
+        -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
+        -DZBUF_BUILD_DOCS=OFF >>"$log" 2>&1 || { tail -n 60 "$log" >&2; exit 1; }
+  cmake --build "$root/build/bench-base" -j"$(nproc)" --target bench_stack >>"$log" 2>&1 ||
+    { tail -n 60 "$log" >&2; exit 1; }
+fi
 
 bin=$root/build/bench/adapters/stack/bench
 rows=$root/build/bench-stack-rows.txt # every run's row, kept for a closer look
@@ -27,6 +43,10 @@ rows=$root/build/bench-stack-rows.txt # every run's row, kept for a closer look
 for r in $(seq "$rounds"); do
   echo "==> round $r/$rounds" >&2
   "$bin/bench_stack" --bytes "$bytes" --runs 1 >>"$rows"
+  if [ -n "$base" ]; then
+    "$root/build/bench-base/adapters/stack/bench/bench_stack" --bytes "$bytes" --runs 1 |
+      sed -E 's/^\| *([^|]*[^ |]) *\|/| \1 (base) |/' >>"$rows"
+  fi
   "$bin/bench_lwip" --bytes "$bytes" --runs 1 >>"$rows"
 done
 
@@ -56,9 +76,12 @@ def ratio(k, ref):
 
 print(f"Bulk TCP, {nbytes >> 20} MiB per run, {rounds} interleaved rounds: medians, and for the "
       "ratios the median (range) of the per-round ratios.\n")
-print("| configuration | MB/s (wall) | MB per CPU-second | x lwIP (CPU) | x loopback (CPU) | bytes copied per payload byte |")
-print("| --- | ---: | ---: | ---: | ---: | --- |")
+ab = any(k.endswith(" (base)") for k in order)
+print("| configuration | MB/s (wall) | MB per CPU-second | x lwIP (CPU) | x loopback (CPU) |"
+      + (" x base (CPU) |" if ab else "") + " bytes copied per payload byte |")
+print("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if ab else "") + " --- |")
 for k in order:
     w, c = med[k]
-    print(f"| {k} | {w:.0f} | {c:.0f} | {ratio(k, 'lwip')} | {ratio(k, 'loopback')} | {data[k][2]} |")
+    col = (f" {ratio(k, k + ' (base)')} |" if ab else "")
+    print(f"| {k} | {w:.0f} | {c:.0f} | {ratio(k, 'lwip')} | {ratio(k, 'loopback')} |{col} {data[k][2]} |")
 PY

@@ -11,7 +11,7 @@
  *
  * Answers ICMP echo and serves the classic services on TCP and UDP: echo
  * (RFC 862, port 7), discard (RFC 863, port 9) and chargen (RFC 864, port
- * 19).  Runs until SIGINT or SIGTERM, then prints its statistics, among them
+ * 19).  UDP datagrams from ports below 1024 get no answer (see on_udp()).  Runs until SIGINT or SIGTERM, then prints its statistics, among them
  * the bytes the library copied per payload byte (0 is the goal: echo sends
  * back the very buffers the TAP driver read into; chargen sends slices of
  * one static buffer by reference).
@@ -47,6 +47,7 @@ static volatile sig_atomic_t stop;
 static zbuf_t *chargen_text; /* the RFC 864 rotating lines, one static buffer */
 static size_t chargen_len;
 static uint64_t conns_total;
+static uint64_t udp_refused; /* datagrams from well-known ports, not answered */
 
 static void on_signal(int sig)
 {
@@ -171,9 +172,21 @@ static int on_accept(void *arg, zbuf_ip_tcp_t *listener, zbuf_ip_tcp_t *pcb)
     return 0;
 }
 
+/* Ports below 1024 are the well-known services (and the privileged ports
+ * of most systems): a datagram "from" one is never a client of ours.
+ * Answering it would let two hosts running echo, chargen and the like
+ * bounce a forged datagram between them forever (the UDP ping-pong of
+ * CERT CA-1996-01), so it gets no answer. */
+#define FIRST_CLIENT_PORT 1024
+
 static void on_udp(void *arg, zbuf_ip_udp_t *u, zbuf_t *data, uint32_t src, uint16_t sport)
 {
     enum service svc = (enum service)(intptr_t)arg;
+    if (sport < FIRST_CLIENT_PORT) {
+        udp_refused++;
+        zbuf_delete(data);
+        return;
+    }
     if (svc == ECHO) {
         if (zbuf_ip_udp_sendto(u, data, src, sport) != 0)
             zbuf_delete(data);
@@ -347,6 +360,13 @@ int main(int argc, char **argv)
     printf("icmp echo: %llu requests, %llu replies; tcp connections accepted: %llu\n",
            (unsigned long long)st.icmp_echo_rx, (unsigned long long)st.icmp_echo_tx,
            (unsigned long long)conns_total);
+    printf("udp from well-known ports (not answered): %llu\n", (unsigned long long)udp_refused);
+    printf("hardening: bad sources %llu, syn cookies %llu sent %llu used, "
+           "collapsed %llu bytes, pool drops %llu, challenge acks %llu (limited %llu)\n",
+           (unsigned long long)st.ip_bad_source, (unsigned long long)st.tcp_syncookies_sent,
+           (unsigned long long)st.tcp_syncookies_ok, (unsigned long long)st.rx_collapsed_bytes,
+           (unsigned long long)st.rx_no_buffer, (unsigned long long)st.tcp_challenge_acks,
+           (unsigned long long)st.tcp_challenge_acks_limited);
     printf("ip fragments: rx %llu (datagrams reassembled %llu, dropped %llu), tx %llu\n",
            (unsigned long long)st.ip_frags_rx, (unsigned long long)st.ip_reassembled,
            (unsigned long long)st.ip_frag_drops, (unsigned long long)st.ip_frags_tx);

@@ -11,6 +11,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_feed(nif, data, size, split);
     fz_now += 5000;
     zbuf_ip_poll(s);
-    zbuf_ip_stack_delete(s);
+    fz_stack_delete(s);
     return 0;
 }

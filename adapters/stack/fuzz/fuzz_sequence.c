@@ -56,6 +56,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fz_now += 400000; /* let every timer run out */
     zbuf_ip_poll(s);
-    zbuf_ip_stack_delete(s);
+    fz_stack_delete(s);
     return 0;
 }

@@ -573,7 +573,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fz_now += 400000; /* let every timer run out */
     zbuf_ip_poll(p->s);
-    zbuf_ip_stack_delete(p->s);
+    fz_stack_delete(p->s);
     fz_tx_hook = NULL;
     zbuf_stats_get(&after);
     if (p->released != p->enrolled || after.live_zbufs != before.live_zbufs ||

@@ -43,6 +43,8 @@ struct zbuf_ip_link {
     struct side side[2];
     uint64_t rng;
     zbuf_ip_link_stats_t st;
+    zbuf_ip_link_monitor_cb monitor;
+    void *monitor_arg;
 };
 
 static double rnd(zbuf_ip_link_t *l)
@@ -88,6 +90,8 @@ static int link_transmit(void *ctx, zbuf_t *frame)
     zbuf_ip_link_t *l = from->link;
     struct side *to = &l->side[!from->idx];
     l->st.frames++;
+    if (l->monitor)
+        l->monitor(l->monitor_arg, from->idx, frame);
     if (to->nif == NULL) {
         zbuf_delete(frame);
         return -ENOTCONN;
@@ -102,7 +106,9 @@ static int link_transmit(void *ctx, zbuf_t *frame)
         zbuf_delete(frame);
         return -ENOBUFS;
     }
-    uint64_t due = from->stack->now + l->cfg.delay_ms; /* the stack's clock, sampled on entry */
+    /* The clock of the sending stack, sampled on entry (or the receiver's,
+     * for a frame injected from a side without a stack). */
+    uint64_t due = (from->stack ? from->stack->now : to->stack->now) + l->cfg.delay_ms;
     if (l->cfg.dup > 0 && rnd(l) < l->cfg.dup) {
         zbuf_t *copy;
         if (zbuf_dup(frame, 0, ZBUF_TO_END, &copy) == 0) {
@@ -118,15 +124,23 @@ static int link_transmit(void *ctx, zbuf_t *frame)
     return 0;
 }
 
-/* The emulated NIC: gather the frame into one pool buffer of the receiver. */
+/* The emulated NIC: gather the frame into one pool buffer of the receiver.
+ * Without a buffer the frame is dropped and reading goes on (the rule of
+ * the driver contract), reported to the stack. */
 static zbuf_t *dma(struct side *to, zbuf_t *frame)
 {
     zbuf_ip_link_t *l = to->link;
     size_t len = zbuf_length(frame);
     zbuf_buf_t *b;
     zbuf_t *z = NULL;
-    if (len > LINK_BUF_SIZE || zbuf_pool_get(to->pool, &b) != 0) {
+    if (len > LINK_BUF_SIZE) {
         l->st.no_buffer++;
+        zbuf_delete(frame);
+        return NULL;
+    }
+    if (zbuf_pool_get(to->pool, &b) != 0) {
+        l->st.no_buffer++;
+        zbuf_ip_netif_rx_nobuf(to->nif, 1);
         zbuf_delete(frame);
         return NULL;
     }
@@ -246,6 +260,7 @@ int zbuf_ip_link_attach(zbuf_ip_link_t *l, int side, zbuf_ip_stack_t *s,
         .next_deadline = link_deadline,
         .detach = link_detach,
         .flags = l->cfg.csum_offload ? ZBUF_IP_DRV_CSUM_OFFLOAD : 0,
+        .rx_pool = sd->pool, /* NULL in shared mode: no pool, no pressure */
     };
     zbuf_ip_netif_t *nif;
     int rc = zbuf_ip_netif_add(s, cfg, &drv, sd, &nif);
@@ -271,6 +286,23 @@ void zbuf_ip_link_stats(const zbuf_ip_link_t *l, zbuf_ip_link_stats_t *out)
 {
     if (l && out)
         *out = l->st;
+}
+
+void zbuf_ip_link_set_monitor(zbuf_ip_link_t *l, zbuf_ip_link_monitor_cb cb, void *arg)
+{
+    if (l) {
+        l->monitor = cb;
+        l->monitor_arg = arg;
+    }
+}
+
+int zbuf_ip_link_inject(zbuf_ip_link_t *l, int side, zbuf_t *frame)
+{
+    if (l == NULL || frame == NULL || (side != 0 && side != 1)) {
+        zbuf_delete(frame);
+        return -EINVAL;
+    }
+    return link_transmit(&l->side[side], frame);
 }
 
 void zbuf_ip_link_delete(zbuf_ip_link_t *l)

@@ -232,6 +232,14 @@ int zbuf_ip__reasm_input(zbuf_ip_netif_t *nif, zbuf_t *frag, uint32_t src, uint3
         rc = -ENOBUFS;
         goto drop;
     }
+    /* Held until the datagram completes, maybe never: the pool policy may
+     * want a compact copy, or no holding at all (its reserve). */
+    if (zbuf_ip__rx_hold(s, frag, true) != 0) {
+        if (r->n == 0)
+            slot_release(s, i);
+        rc = -ENOBUFS;
+        goto drop;
+    }
     uint32_t cost = charge(frag);
     while (s->st.ip_reasm_held + (uint64_t)cost > s->cfg.ip_reasm_bytes) {
         int victim = reasm_oldest(s, i);

@@ -97,8 +97,12 @@ static void enter(zbuf_ip_stack_t *s)
         zbuf_ip__tick(s);
 }
 
+static void rx_prune(zbuf_ip_stack_t *s);
+
 static void leave(zbuf_ip_stack_t *s)
 {
+    if (s->depth == 1 && s->rx_prune_pending)
+        rx_prune(s); /* out of every protocol's processing: lists may change */
     if (--s->depth == 0)
         zbuf_ip__tcp_reap(s);
 }
@@ -108,10 +112,134 @@ static bool is_bcast(const zbuf_ip_netif_t *nif, uint32_t a)
     return a == 0xffffffffu || (nif->mask != 0xffffffffu && a == (nif->cfg.addr | ~nif->mask));
 }
 
-/* Class D (multicast) and E, and the limited broadcast: never a source. */
-static bool bad_source(uint32_t a)
+/* Addresses that are never a datagram's source (RFC 1122 3.2.1.3 and
+ * 3.2.1.7): multicast and class E (the limited broadcast among them),
+ * loopback, "this network" 0/8, and for every attached subnet its directed
+ * broadcast and its all-zeros host (the obsolete broadcast form); with
+ * `or_ours`, our own addresses as well.  0.0.0.0 itself is for the caller
+ * to judge (a host booting may use it). */
+static bool martian(const zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif, uint32_t a,
+                    bool or_ours)
 {
-    return (a >> 28) >= 0xe;
+    if ((a >> 28) >= 0xe || (a >> 24) == 127 || (a >> 24) == 0)
+        return true;
+    if (nif && (a & nif->mask) == (nif->cfg.addr & nif->mask)) {
+        /* On the link it came from (the common case): that subnet's own
+         * special addresses are the only ones it can be. */
+        if (or_ours && a == nif->cfg.addr)
+            return true;
+        if (nif->cfg.prefix_len <= 30 &&
+            (a == (nif->cfg.addr | ~nif->mask) || a == (nif->cfg.addr & nif->mask)))
+            return true;
+        if (s->nnetifs == 1)
+            return false; /* no other subnet to be special in */
+    }
+    for (int i = 0; i < ZBUF_IP_MAX_NETIFS; i++) {
+        const zbuf_ip_netif_t *n = &s->netifs[i];
+        if (!n->in_use)
+            continue;
+        if ((or_ours && a == n->cfg.addr) ||
+            (n->cfg.prefix_len <= 30 &&
+             (a == (n->cfg.addr | ~n->mask) || a == (n->cfg.addr & n->mask))))
+            return true;
+    }
+    return false;
+}
+
+uint32_t zbuf_ip__random(zbuf_ip_stack_t *s)
+{
+    /* xorshift64*, seeded from the stack's key */
+    s->rng ^= s->rng >> 12;
+    s->rng ^= s->rng << 25;
+    s->rng ^= s->rng >> 27;
+    return (uint32_t)((s->rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/* ------------------------------------------------------- receive memory */
+
+int zbuf_ip__collapse(zbuf_ip_stack_t *s, zbuf_t *z)
+{
+    size_t len = zbuf_length(z);
+    if (len == 0)
+        return 0;
+    zbuf_buf_t *b;
+    int rc = zbuf_buf_alloc(len, &b);
+    if (rc)
+        return rc;
+    ssize_t n = zbuf_copyout(z, 0, zbuf_buf_data(b), len); /* the counted copy */
+    if (n != (ssize_t)len) {
+        zbuf_buf_unref(b);
+        return n < 0 ? (int)n : -EIO;
+    }
+    rc = zbuf_insert_ref(z, len, b, 0, len, NULL);
+    zbuf_buf_unref(b); /* the new segment holds it */
+    if (rc)
+        return rc;
+    /* Cut exactly the old segments: a cut on a segment boundary needs no
+     * new descriptor, so it cannot fail; the driver's buffers go back. */
+    zbuf_cut(z, 0, len, NULL);
+    s->st.rx_collapses++;
+    s->st.rx_collapsed_bytes += len;
+    return 0;
+}
+
+int zbuf_ip__rx_level(zbuf_ip_stack_t *s)
+{
+    if (s->rx_pool == NULL)
+        return ZBUF_IP__RX_OK;
+    if (s->rx_level < 0) {
+        size_t cap = zbuf_pool_capacity(s->rx_pool), left = zbuf_pool_available(s->rx_pool);
+        size_t reserve = cap / ZBUF_IP_RX_RESERVE_DIV;
+        if (reserve < 1)
+            reserve = 1;
+        if (left <= reserve) {
+            s->rx_level = ZBUF_IP__RX_RESERVE;
+            if (!s->rx_pruned)
+                s->rx_prune_pending = true;
+        } else if (left <= cap / ZBUF_IP_RX_PRESSURE_DIV) {
+            s->rx_level = ZBUF_IP__RX_PRESSURE;
+        } else {
+            s->rx_level = ZBUF_IP__RX_OK;
+            s->rx_pruned = false; /* the next time the reserve is reached, prune again */
+            /* Half the distance to the mark, to be safe: no need to look
+             * (a lock) for so many frames. */
+            s->rx_ok_pool = s->rx_pool;
+            s->rx_ok_frames = (left - cap / ZBUF_IP_RX_PRESSURE_DIV) / 2;
+        }
+    }
+    return s->rx_level;
+}
+
+int zbuf_ip__rx_hold_slow(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative)
+{
+    int level = zbuf_ip__rx_level(s);
+    if (level == ZBUF_IP__RX_OK)
+        return 0;
+    size_t len = zbuf_length(z), pinned = zbuf_ip__pinned(z);
+    if (level == ZBUF_IP__RX_RESERVE && speculative) {
+        s->st.rx_pressure_drops++;
+        return -ENOBUFS;
+    }
+    /* Reserve: whatever pins a buffer goes into a compact one.  Pressure:
+     * only what uses less than half of what it pins. */
+    bool collapse = level == ZBUF_IP__RX_RESERVE ? pinned > len : pinned > 2 * len;
+    if (collapse && zbuf_ip__collapse(s, z) != 0 && level == ZBUF_IP__RX_RESERVE) {
+        s->st.rx_pressure_drops++;
+        return -ENOBUFS; /* no memory for the copy: do not pin the reserve either */
+    }
+    return 0;
+}
+
+/* The reserve was reached: free what pins pool buffers without being of
+ * use yet (out-of-order segments, incomplete datagrams), so that the pool
+ * comes back up even if those peers never fill their holes. */
+static void rx_prune(zbuf_ip_stack_t *s)
+{
+    s->rx_prune_pending = false;
+    s->rx_pruned = true;
+    s->st.rx_pressure_prunes++;
+    zbuf_ip__tcp_prune(s);
+    zbuf_ip__reasm_flush(s, NULL);
 }
 
 /* ---------------------------------------------------------------- stack */
@@ -138,7 +266,12 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
         c = *cfg;
     else
         zbuf_ip_config_init(&c);
+    if (c.tcp_rcv_mem == 0)
+        c.tcp_rcv_mem = c.tcp_rcv_buf <= (1u << 30) / ZBUF_IP_TCP_RCV_MEM_MULT
+                            ? ZBUF_IP_TCP_RCV_MEM_MULT * c.tcp_rcv_buf
+                            : 1u << 30;
     if (c.tcp_snd_buf < 2048 || c.tcp_snd_buf > ZBUF_IP_TCP_SND_BUF_MAX ||
+        c.tcp_rcv_mem < c.tcp_rcv_buf || c.tcp_rcv_mem > (1u << 30) ||
         c.tcp_rcv_buf < 2048 || c.tcp_rcv_buf > ZBUF_IP_TCP_RCV_BUF_MAX ||
         c.tcp_rto_min_ms < 1 || c.tcp_rto_min_ms > ZBUF_IP_TCP_RTO_MAX_MS ||
         c.tcp_delack_ms < 1 || c.tcp_delack_ms >= 500 || c.ip_reasm_bytes < 1 ||
@@ -161,21 +294,18 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
         return -ENOMEM;
     s->cfg = c;
     s->arp_next = ZBUF_IP_NEVER;
+    s->rx_level = -1;
+    s->rng = zbuf_ip__siphash(c.isn_key, "rng", 3) | 1;
     s->next_port = (uint16_t)(49152 + (c.isn_key[0] | (c.isn_key[1] << 8)) % 16384);
     zbuf_ip__tick(s);
+    s->arp_tokens = (uint64_t)ZBUF_IP_ARP_REQUESTS_PER_SEC * 1000;
+    s->arp_tokens_at = s->now;
+    zbuf_ip__tcp_challenge_window(s);
     *out = s;
     return 0;
 }
 
-/* Free entry `e` and the datagrams it queued (not counted as drops here:
- * the callers that drop for a reason count them). */
-static void arp_drop_entry(zbuf_ip_stack_t *s, struct arp_entry *e)
-{
-    for (unsigned i = 0; i < e->nqueue; i++)
-        zbuf_delete(e->queue[i].pkt);
-    s->st.arp_queue_held -= e->qbytes;
-    memset(e, 0, sizeof *e);
-}
+static void arp_pend_drop(zbuf_ip_stack_t *s, struct arp_pending *e);
 
 void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
 {
@@ -251,6 +381,7 @@ int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
         n->drv = *drv;
         n->ctx = ctx;
         n->in_use = true;
+        s->nnetifs++;
         *out = n;
         return 0;
     }
@@ -263,10 +394,14 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
         return;
     zbuf_ip_stack_t *s = nif->stack;
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++)
-        if (s->arp[i].state != ARP_FREE && s->arp[i].nif == nif)
-            arp_drop_entry(s, &s->arp[i]);
+        if (s->arp[i].valid && s->arp[i].nif == nif)
+            memset(&s->arp[i], 0, sizeof s->arp[i]);
+    for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++)
+        if (s->arp_pend[i].busy && s->arp_pend[i].nif == nif)
+            arp_pend_drop(s, &s->arp_pend[i]);
     zbuf_ip__reasm_flush(s, nif);
     nif->in_use = false; /* no more frames in or out */
+    s->nnetifs--;
     if (nif->polling) {
         /* Called from a callback of this driver's own poll(), which still
          * runs and may still use its context: detach once it returned. */
@@ -360,50 +495,140 @@ static void arp_note(zbuf_ip_stack_t *s, uint64_t deadline)
         s->arp_next = deadline;
 }
 
-static struct arp_entry *arp_find(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uint32_t ip)
+/* May an ARP request leave now (#ZBUF_IP_ARP_REQUESTS_PER_SEC)?  A token
+ * bucket holding one second's worth, in thousandths of a request. */
+static bool arp_token(zbuf_ip_stack_t *s)
+{
+    const uint64_t full = (uint64_t)ZBUF_IP_ARP_REQUESTS_PER_SEC * 1000;
+    uint64_t dt = s->now - s->arp_tokens_at;
+    s->arp_tokens_at = s->now;
+    s->arp_tokens = dt >= 1000 ? full : s->arp_tokens + dt * ZBUF_IP_ARP_REQUESTS_PER_SEC;
+    if (s->arp_tokens > full)
+        s->arp_tokens = full;
+    if (s->arp_tokens < 1000) {
+        s->st.arp_requests_limited++;
+        return false;
+    }
+    s->arp_tokens -= 1000;
+    return true;
+}
+
+static void arp_request(zbuf_ip_netif_t *nif, uint32_t ip)
+{
+    static const uint8_t zero[6];
+    if (arp_token(nif->stack))
+        arp_send(nif, 1, zero, ip, bcast_mac);
+}
+
+static struct arp_entry *arp_find(zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif, uint32_t ip)
 {
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
         struct arp_entry *e = &s->arp[i];
-        if (e->state != ARP_FREE && e->ip == ip && e->nif == nif)
+        if (e->valid && e->ip == ip && e->nif == nif)
             return e;
     }
     return NULL;
 }
 
-/* A free entry, or the resolved one closest to expiry; NULL if every entry is
- * pending (a flood of unresolvable addresses must not evict good ones). */
+static struct arp_pending *arp_pend_find(zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif,
+                                         uint32_t ip)
+{
+    for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++) {
+        struct arp_pending *e = &s->arp_pend[i];
+        if (e->busy && e->ip == ip && e->nif == nif)
+            return e;
+    }
+    return NULL;
+}
+
+/* A place for a newly resolved neighbour: a free one, or that of the least
+ * recently used entry not in use; NULL when every entry is in use (then
+ * the neighbour is not cached). */
 static struct arp_entry *arp_alloc(zbuf_ip_stack_t *s)
 {
     struct arp_entry *victim = NULL;
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
         struct arp_entry *e = &s->arp[i];
-        if (e->state == ARP_FREE)
+        if (!e->valid)
             return e;
-        if (e->state == ARP_VALID && (victim == NULL || e->deadline < victim->deadline))
+        bool in_use = e->sent && s->now - e->used < ZBUF_IP_ARP_IN_USE_MS;
+        if (!in_use && (victim == NULL || !e->sent || (victim->sent && e->used < victim->used)))
             victim = e;
     }
-    if (victim)
-        arp_drop_entry(s, victim);
+    if (victim == NULL) {
+        s->st.arp_not_cached++;
+        return NULL;
+    }
+    memset(victim, 0, sizeof *victim);
     return victim;
 }
 
-static void arp_set_valid(zbuf_ip_stack_t *s, struct arp_entry *e, const uint8_t mac[6])
+/* Free pending entry `e` and the datagrams it queued (not counted as drops
+ * here: the callers that drop for a reason count them). */
+static void arp_pend_drop(zbuf_ip_stack_t *s, struct arp_pending *e)
 {
-    memcpy(e->mac, mac, 6);
-    e->state = ARP_VALID;
-    e->deadline = s->now + ZBUF_IP_ARP_MAX_AGE_MS;
-    arp_note(s, e->deadline);
-    /* Send what waited, in order, each datagram cut into fragments now if
-     * it is above the MTU.  Take the queue, the interface and the address
-     * first: a driver's transmit should not re-enter the stack, but if it
-     * does (even to remove the interface) nothing here is freed twice. */
-    unsigned n = e->nqueue;
-    struct ip_dgram q[ZBUF_IP_ARP_QUEUE];
-    memcpy(q, e->queue, n * sizeof q[0]);
-    e->nqueue = 0;
+    for (unsigned i = 0; i < e->nqueue; i++)
+        zbuf_delete(e->queue[i].pkt);
     s->st.arp_queue_held -= e->qbytes;
-    e->qbytes = 0;
-    zbuf_ip_netif_t *nif = e->nif;
+    memset(e, 0, sizeof *e);
+}
+
+/* A place for a new pending entry: a free one, or the oldest pending one's,
+ * whose datagrams are dropped.  Resolved entries are never touched. */
+static struct arp_pending *arp_pend_alloc(zbuf_ip_stack_t *s)
+{
+    struct arp_pending *oldest = NULL;
+    for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++) {
+        struct arp_pending *e = &s->arp_pend[i];
+        if (!e->busy)
+            return e;
+        if (oldest == NULL || e->created < oldest->created)
+            oldest = e;
+    }
+    s->st.arp_pending_evicted++;
+    s->st.arp_queue_drops += oldest->nqueue;
+    arp_pend_drop(s, oldest);
+    return oldest;
+}
+
+/* Remember (or refresh) `ip` at `mac`: in a resolved entry if there is one
+ * or a place for one.  Returns the entry, or NULL if not cached. */
+static struct arp_entry *arp_learn(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uint32_t ip,
+                                   const uint8_t mac[6], bool create)
+{
+    struct arp_entry *e = arp_find(s, nif, ip);
+    if (e == NULL) {
+        if (!create || (e = arp_alloc(s)) == NULL)
+            return NULL;
+        e->valid = true;
+        e->ip = ip;
+        e->nif = nif;
+    }
+    memcpy(e->mac, mac, 6);
+    e->expires = s->now + ZBUF_IP_ARP_MAX_AGE_MS;
+    arp_note(s, e->expires);
+    return e;
+}
+
+/* Pending entry `p` resolved to `mac`: cache it if there is room, and send
+ * what waited, in order, each datagram cut into fragments now if it is
+ * above the MTU. */
+static void arp_resolved(zbuf_ip_stack_t *s, struct arp_pending *p, const uint8_t mac[6])
+{
+    zbuf_ip_netif_t *nif = p->nif;
+    struct arp_entry *e = arp_learn(s, nif, p->ip, mac, true);
+    if (e && p->nqueue > 0) {
+        e->sent = true;
+        e->used = s->now;
+    }
+    /* Take the queue, the interface and the address first: a driver's
+     * transmit should not re-enter the stack, but if it does (even to
+     * remove the interface) nothing here is freed twice. */
+    unsigned n = p->nqueue;
+    struct ip_dgram q[ZBUF_IP_ARP_QUEUE];
+    memcpy(q, p->queue, n * sizeof q[0]);
+    p->nqueue = 0;
+    arp_pend_drop(s, p);
     uint8_t to[6];
     memcpy(to, mac, 6);
     for (unsigned i = 0; i < n; i++) {
@@ -431,23 +656,19 @@ static int arp_input(zbuf_ip_netif_t *nif, zbuf_t *z)
     uint8_t sha[6];
     memcpy(sha, a + 8, 6);
     uint32_t spa = get32(a + 14), tpa = get32(a + 24);
-    if ((op != 1 && op != 2) || (sha[0] & 1) || spa == nif->cfg.addr || bad_source(spa)) {
-        s->st.bad_arp++; /* multicast sender or someone claiming our address */
+    /* A multicast sender, someone claiming one of our addresses, or a
+     * sender address no host may have (0.0.0.0 is an RFC 5227 probe). */
+    if ((op != 1 && op != 2) || (sha[0] & 1) || (spa != 0 && martian(s, nif, spa, true))) {
+        s->st.bad_arp++;
         rc = -EBADMSG;
         goto out;
     }
     if (spa != 0) {
-        struct arp_entry *e = arp_find(s, nif, spa);
-        if (e == NULL && tpa == nif->cfg.addr) {
-            /* They talk to us: we will likely answer them, remember them. */
-            e = arp_alloc(s);
-            if (e) {
-                e->ip = spa;
-                e->nif = nif;
-            }
-        }
-        if (e)
-            arp_set_valid(s, e, sha);
+        struct arp_pending *p = arp_pend_find(s, nif, spa);
+        if (p)
+            arp_resolved(s, p, sha);
+        else /* they talk to us: we will likely answer them, remember them */
+            arp_learn(s, nif, spa, sha, tpa == nif->cfg.addr);
     }
     if (op == 1 && tpa == nif->cfg.addr && spa != 0)
         arp_send(nif, 2, sha, spa, sha);
@@ -461,9 +682,9 @@ out:
 }
 
 /* Send datagram `d` to `nexthop` on `nif`, resolving its address first if
- * needed: while it resolves the datagram waits whole in the entry's queue,
- * bounded by ZBUF_IP_ARP_QUEUE datagrams and ZBUF_IP_ARP_QUEUE_BYTES per
- * entry and ZBUF_IP_ARP_QUEUE_TOTAL_BYTES in all (what it pins, see
+ * needed: while it resolves the datagram waits whole in a pending entry's
+ * queue, bounded by ZBUF_IP_ARP_QUEUE datagrams and ZBUF_IP_ARP_QUEUE_BYTES
+ * per entry and ZBUF_IP_ARP_QUEUE_TOTAL_BYTES in all (what it pins, see
  * zbuf_ip__pinned()); beyond those the new datagram is dropped.  Consumes
  * d->pkt. */
 static int arp_output(zbuf_ip_netif_t *nif, const struct ip_dgram *d, uint32_t nexthop)
@@ -472,33 +693,38 @@ static int arp_output(zbuf_ip_netif_t *nif, const struct ip_dgram *d, uint32_t n
     if (is_bcast(nif, nexthop))
         return ip_transmit(nif, d, bcast_mac);
     struct arp_entry *e = arp_find(s, nif, nexthop);
-    if (e && e->state == ARP_VALID)
+    if (e) {
+        e->sent = true;
+        e->used = s->now;
         return ip_transmit(nif, d, e->mac);
-    if (e == NULL) {
-        e = arp_alloc(s);
-        if (e == NULL) {
-            s->st.arp_queue_drops++;
-            zbuf_delete(d->pkt);
-            return -ENOBUFS;
-        }
-        e->state = ARP_PENDING;
-        e->ip = nexthop;
-        e->nif = nif;
-        e->tries = 1;
-        e->deadline = s->now + ZBUF_IP_ARP_RETRY_MS;
-        arp_note(s, e->deadline);
-        static const uint8_t zero[6];
-        arp_send(nif, 1, zero, nexthop, bcast_mac);
+    }
+    /* Waiting pins what the datagram holds: a reply quoting a received
+     * payload keeps the driver's buffer, so the pool policy applies. */
+    if (zbuf_ip__rx_hold(s, d->pkt, false) != 0) {
+        s->st.arp_queue_drops++;
+        zbuf_delete(d->pkt);
+        return -ENOBUFS;
+    }
+    struct arp_pending *p = arp_pend_find(s, nif, nexthop);
+    if (p == NULL) {
+        p = arp_pend_alloc(s);
+        p->busy = true;
+        p->ip = nexthop;
+        p->nif = nif;
+        p->created = s->now;
+        p->deadline = s->now + ZBUF_IP_ARP_RETRY_MS;
+        arp_note(s, p->deadline);
+        arp_request(nif, nexthop);
     }
     size_t cost = zbuf_ip__pinned(d->pkt);
-    if (e->nqueue == ZBUF_IP_ARP_QUEUE || cost > ZBUF_IP_ARP_QUEUE_BYTES - e->qbytes ||
+    if (p->nqueue == ZBUF_IP_ARP_QUEUE || cost > ZBUF_IP_ARP_QUEUE_BYTES - p->qbytes ||
         cost > ZBUF_IP_ARP_QUEUE_TOTAL_BYTES - s->st.arp_queue_held) {
         s->st.arp_queue_drops++;
         zbuf_delete(d->pkt);
         return -ENOBUFS;
     }
-    e->queue[e->nqueue++] = *d;
-    e->qbytes += cost;
+    p->queue[p->nqueue++] = *d;
+    p->qbytes += cost;
     s->st.arp_queue_held += cost;
     return 0;
 }
@@ -511,23 +737,32 @@ static int arp_timers(zbuf_ip_stack_t *s)
     s->arp_next = ZBUF_IP_NEVER;
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
         struct arp_entry *e = &s->arp[i];
-        if (e->state == ARP_FREE)
+        if (!e->valid)
             continue;
-        if (e->deadline > s->now) {
-            arp_note(s, e->deadline);
+        if (e->expires > s->now) {
+            arp_note(s, e->expires);
             continue;
         }
         n++;
-        if (e->state == ARP_VALID || e->tries >= ZBUF_IP_ARP_TRIES) {
-            s->st.arp_queue_drops += e->nqueue;
-            arp_drop_entry(s, e);
+        memset(e, 0, sizeof *e);
+    }
+    for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++) {
+        struct arp_pending *p = &s->arp_pend[i];
+        if (!p->busy)
+            continue;
+        if (p->deadline > s->now) {
+            arp_note(s, p->deadline);
             continue;
         }
-        static const uint8_t zero[6];
-        e->tries++;
-        e->deadline = s->now + ZBUF_IP_ARP_RETRY_MS;
-        arp_note(s, e->deadline);
-        arp_send(e->nif, 1, zero, e->ip, bcast_mac);
+        n++;
+        if (++p->rounds >= ZBUF_IP_ARP_TRIES) {
+            s->st.arp_queue_drops += p->nqueue;
+            arp_pend_drop(s, p);
+            continue;
+        }
+        p->deadline = s->now + ZBUF_IP_ARP_RETRY_MS;
+        arp_note(s, p->deadline);
+        arp_request(p->nif, p->ip);
     }
     return n;
 }
@@ -665,6 +900,51 @@ static int icmp_send(zbuf_ip_stack_t *s, zbuf_t *payload, uint8_t type, uint8_t 
     return zbuf_ip__output(s, payload, src, dst, IP_PROTO_ICMP);
 }
 
+static void udp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e);
+
+/* An ICMP error message (destination unreachable, source quench, time
+ * exceeded, parameter problem): validate what it quotes (RFC 5927: a
+ * datagram we sent, from one of our addresses, with its whole IP header and
+ * at least 8 bytes of transport header) and hand it to the transport,
+ * which checks it against its own state.  Consumes `z`. */
+static int icmp_error_input(zbuf_ip_stack_t *s, zbuf_t *z, const uint8_t *h)
+{
+    s->st.icmp_errors_rx++;
+    uint8_t tmp[60 + 8];
+    size_t len = zbuf_length(z);
+    const uint8_t *q = len >= ICMP_HLEN + IP_HLEN + 8 ? zbuf_ip__hdr(z, ICMP_HLEN, IP_HLEN, tmp)
+                                                      : NULL;
+    size_t qhl = q ? (size_t)(q[0] & 0xf) * 4 : 0;
+    struct zbuf_ip__icmp_err e = {.type = h[0], .code = h[1], .mtu = get16(h + 6)};
+    int rc = -ENOENT;
+    if (q == NULL || (q[0] >> 4) != 4 || qhl < IP_HLEN || len < ICMP_HLEN + qhl + 8 ||
+        (get16(q + 6) & 0x1fff) != 0) /* a later fragment quotes no transport header */
+        goto out;
+    uint8_t proto = q[9];
+    e.qlen = get16(q + 2);
+    e.src = get32(q + 12);
+    e.dst = get32(q + 16);
+    if (!zbuf_ip__is_local(s, e.src) || (proto != IP_PROTO_TCP && proto != IP_PROTO_UDP))
+        goto out;
+    const uint8_t *t = zbuf_ip__hdr(z, ICMP_HLEN + qhl, 8, tmp + 60);
+    if (t == NULL)
+        goto out;
+    e.sport = get16(t);
+    e.dport = get16(t + 2);
+    e.seq = get32(t + 4);
+    if (proto == IP_PROTO_TCP) {
+        rc = zbuf_ip__tcp_icmp_error(s, &e);
+    } else if (e.type == 3) {
+        udp_icmp_error(s, &e);
+        rc = 0;
+    }
+out:
+    if (rc != 0)
+        s->st.icmp_errors_ignored++;
+    zbuf_delete(z);
+    return rc;
+}
+
 static int icmp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t dst)
 {
     zbuf_ip_stack_t *s = nif->stack;
@@ -690,11 +970,15 @@ static int icmp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t ds
         icmp_send(s, z, 0, 0, id, seq, dst, src);
         return 0;
     }
-    if (type == 0 && code == 0 && s->cfg.ping_reply) {
+    if (type == 0 && code == 0 && s->cfg.ping_reply && dst == nif->cfg.addr) {
         zbuf_cut(z, 0, ICMP_HLEN, NULL);
         s->cfg.ping_reply(s->cfg.ping_arg, src, id, seq, z);
         return 0;
     }
+    /* Errors about what we sent; only to our own address (never to a
+     * broadcast: RFC 1122 3.2.2 forbids sending them there). */
+    if ((type == 3 || type == 4 || type == 11 || type == 12) && dst == nif->cfg.addr)
+        return icmp_error_input(s, z, h);
 drop:
     zbuf_delete(z);
     s->st.rx_drops++;
@@ -706,7 +990,7 @@ int zbuf_ip__icmp_reasm_timeout(zbuf_ip_stack_t *s, const uint8_t *orig, size_t 
     uint32_t from = get32(orig + 16), to = get32(orig + 12);
     /* Only about datagrams sent to us by a unicast source (RFC 1122
      * 3.2.2), and never about an ICMP error. */
-    if (!zbuf_ip__is_local(s, from) || bad_source(to) || to == 0 ||
+    if (!zbuf_ip__is_local(s, from) || martian(s, NULL, to, false) || to == 0 ||
         (orig[9] == IP_PROTO_ICMP && (len < IP_HLEN + 1 || orig[IP_HLEN] != 8)))
         return -EINVAL;
     zbuf_t *z;
@@ -776,7 +1060,18 @@ static int udp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t dst
         s->st.rx_drops++;
         return -ENOENT;
     }
+    if (dst != nif->cfg.addr && !u->broadcast) {
+        s->st.udp_bcast_drops++; /* a service answers broadcasts only if it asked */
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -ENOENT;
+    }
     zbuf_cut(z, 0, UDP_HLEN, NULL);
+    if (zbuf_ip__rx_hold(s, z, false) != 0) {
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -ENOBUFS;
+    }
     s->st.udp_rx++;
     s->st.udp_payload_rx += zbuf_length(z);
     u->recv(u->arg, u, z, src, sport);
@@ -837,6 +1132,55 @@ void zbuf_ip_udp_set_recv(zbuf_ip_udp_t *u, zbuf_ip_udp_recv_cb cb, void *arg)
     }
 }
 
+void zbuf_ip_udp_set_error(zbuf_ip_udp_t *u, zbuf_ip_udp_error_cb cb, void *arg)
+{
+    if (u) {
+        u->error = cb;
+        u->error_arg = arg;
+    }
+}
+
+void zbuf_ip_udp_set_broadcast(zbuf_ip_udp_t *u, bool on)
+{
+    if (u)
+        u->broadcast = on;
+}
+
+/* Which errno an ICMP destination unreachable code stands for. */
+static int unreach_errno(uint8_t code)
+{
+    switch (code) {
+    case 0:
+        return -ENETUNREACH;
+    case 2:
+        return -ENOPROTOOPT;
+    case 3:
+        return -ECONNREFUSED;
+    case 4:
+        return -EMSGSIZE;
+    default:
+        return -EHOSTUNREACH;
+    }
+}
+
+/* A destination unreachable quoting a UDP datagram: passed to the PCB that
+ * sent it, if that PCB sent to the quoted destination lately (a UDP PCB
+ * has no sequence numbers; this is the check RFC 5927 leaves it). */
+static void udp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e)
+{
+    zbuf_ip_udp_t *u = udp_lookup(s, e->src, e->sport);
+    bool sent = false;
+    unsigned n = u ? (u->nrecent < ZBUF_IP__UDP_RECENT ? u->nrecent : ZBUF_IP__UDP_RECENT) : 0;
+    for (unsigned i = 0; i < n; i++)
+        sent |= u->recent[i].addr == e->dst && u->recent[i].port == e->dport;
+    if (!sent || u->error == NULL) {
+        s->st.icmp_errors_ignored++;
+        return;
+    }
+    s->st.udp_icmp_errors++;
+    u->error(u->error_arg, u, unreach_errno(e->code), e->dst, e->dport);
+}
+
 int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dport)
 {
     if (u == NULL || data == NULL || dport == 0)
@@ -850,6 +1194,8 @@ int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dp
     zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
     if (nif == NULL || zbuf_ip__is_local(s, dst) || dst == 0)
         return -ENETUNREACH;
+    if (is_bcast(nif, dst) && !u->broadcast)
+        return -EACCES;
     size_t plen = zbuf_length(data);
     if (plen + UDP_HLEN + IP_HLEN > 65535)
         return -EMSGSIZE; /* above the MTU is fine: it leaves in fragments */
@@ -871,6 +1217,16 @@ int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dp
     }
     s->st.udp_tx++;
     s->st.udp_payload_tx += plen;
+    bool known = false;
+    for (unsigned i = 0; i < ZBUF_IP__UDP_RECENT && i < u->nrecent; i++)
+        known |= u->recent[i].addr == dst && u->recent[i].port == dport;
+    if (!known) {
+        unsigned k = u->nrecent++ % ZBUF_IP__UDP_RECENT;
+        u->recent[k].addr = dst;
+        u->recent[k].port = dport;
+        if (u->nrecent == 2 * ZBUF_IP__UDP_RECENT)
+            u->nrecent = ZBUF_IP__UDP_RECENT; /* the ring is full; keep the cursor small */
+    }
     zbuf_ip__output(s, data, src, dst, IP_PROTO_UDP);
     leave(s);
     return 0;
@@ -892,7 +1248,7 @@ void zbuf_ip_udp_delete(zbuf_ip_udp_t *u)
 
 /* ----------------------------------------------------------- IPv4 input */
 
-static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z)
+static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
 {
     zbuf_ip_stack_t *s = nif->stack;
     uint8_t tmp[IP_HLEN];
@@ -914,12 +1270,25 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z)
     uint16_t id = get16(h + 4), frag = get16(h + 6);
     uint8_t proto = h[9];
     uint32_t src = get32(h + 12), dst = get32(h + 16);
-    if (bad_source(src) || (src == 0 && proto != IP_PROTO_UDP)) {
+    /* RFC 1122 3.2.1.3: drop silently what comes from an address no host
+     * has, or from one of ours (a LAND attack, or a reflection); 0.0.0.0
+     * only from a host booting, as UDP to the limited broadcast (DHCP). */
+    if (src == 0 ? !(proto == IP_PROTO_UDP && dst == 0xffffffffu)
+                 : martian(s, nif, src, true)) {
         s->st.bad_ip++;
+        s->st.ip_bad_source++;
         goto drop_bad;
     }
     if (dst != nif->cfg.addr && !is_bcast(nif, dst)) {
         s->st.ip_not_ours++;
+        zbuf_delete(z);
+        s->st.rx_drops++;
+        return -ENOENT;
+    }
+    if (l2_bcast && dst == nif->cfg.addr) {
+        /* RFC 1122 3.3.6: a unicast datagram in a link-layer broadcast is
+         * someone's mistake or trick; answering it would answer everyone. */
+        s->st.ip_l2_bcast_drops++;
         zbuf_delete(z);
         s->st.rx_drops++;
         return -ENOENT;
@@ -976,6 +1345,16 @@ int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame)
     enter(s);
     s->st.rx_frames++;
     s->st.rx_bytes += zbuf_length(frame);
+    /* The pool policy looks at this frame's pool (nested calls restore the
+     * outer frame's). */
+    zbuf_pool_t *outer_pool = s->rx_pool;
+    int outer_level = s->rx_level;
+    s->rx_pool = nif->drv.rx_pool;
+    s->rx_level = -1;
+    if (s->rx_pool && s->rx_pool == s->rx_ok_pool && s->rx_ok_frames > 0) {
+        s->rx_ok_frames--;
+        s->rx_level = ZBUF_IP__RX_OK; /* known to be far from the mark */
+    }
     uint8_t tmp[ETH_HLEN];
     const uint8_t *h = zbuf_ip__hdr(frame, 0, ETH_HLEN, tmp);
     int rc;
@@ -990,12 +1369,13 @@ int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame)
         rc = -ENOENT;
     } else {
         uint16_t type = get16(h + 12);
+        bool l2_bcast = h[0] & 1; /* h may point into the cut header: read it first */
         zbuf_cut(frame, 0, ETH_HLEN, NULL);
         s->rx_trusted = (nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD) != 0;
         if (type == ETH_TYPE_ARP) {
             rc = arp_input(nif, frame);
         } else if (type == ETH_TYPE_IP) {
-            rc = ip_input(nif, frame);
+            rc = ip_input(nif, frame, l2_bcast);
         } else {
             s->st.rx_drops++;
             zbuf_delete(frame);
@@ -1003,8 +1383,18 @@ int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame)
         }
         s->rx_trusted = false;
     }
+    s->rx_pool = outer_pool;
+    s->rx_level = outer_level;
     leave(s);
     return rc;
+}
+
+void zbuf_ip_netif_rx_nobuf(zbuf_ip_netif_t *nif, unsigned frames)
+{
+    if (nif == NULL)
+        return;
+    nif->stack->st.rx_no_buffer += frames;
+    nif->stack->st.rx_drops += frames;
 }
 
 /* ------------------------------------------------------------------ poll */

@@ -106,7 +106,6 @@ struct zbuf_ip_netif {
     bool detach_pending;    /* removed from inside that poll: detach when it returns */
 };
 
-enum arp_state { ARP_FREE = 0, ARP_PENDING, ARP_VALID };
 
 /* An IPv4 datagram on its way out, before its IP header is written and
  * before it is cut into fragments: that happens only once the next hop's
@@ -121,25 +120,45 @@ struct ip_dgram {
     uint8_t proto;
 };
 
+/* A resolved neighbour (the table's bounds: <zbuf/ip_opts.h>). */
 struct arp_entry {
-    uint8_t state;          /* enum arp_state */
-    uint8_t tries;          /* requests sent (PENDING) */
+    bool valid;             /* false: a free place */
     uint8_t mac[6];
     uint32_t ip;
     zbuf_ip_netif_t *nif;
-    uint64_t deadline;      /* PENDING: next retry; VALID: expiry */
-    struct ip_dgram queue[ZBUF_IP_ARP_QUEUE]; /* PENDING: datagrams waiting, in order */
+    uint64_t expires;       /* freed then (#ZBUF_IP_ARP_MAX_AGE_MS after it resolved) */
+    bool sent;              /* it carried a datagram: `used` is valid */
+    uint64_t used;          /* latest datagram sent through it; in use while recent */
+};
+
+/* A neighbour being resolved, and what waits for it. */
+struct arp_pending {
+    bool busy;              /* false: a free place */
+    uint8_t rounds;         /* retry deadlines passed; gives up at ZBUF_IP_ARP_TRIES */
+    uint32_t ip;
+    zbuf_ip_netif_t *nif;
+    uint64_t created;       /* eviction takes the oldest */
+    uint64_t deadline;      /* next retry */
+    struct ip_dgram queue[ZBUF_IP_ARP_QUEUE]; /* datagrams waiting, in order */
     unsigned nqueue;
     size_t qbytes;          /* what queue[0..nqueue) pins, see zbuf_ip__pinned() */
 };
+
+/* Destinations a UDP PCB sent to lately: ICMP errors must quote one. */
+#define ZBUF_IP__UDP_RECENT 4
 
 struct zbuf_ip_udp {
     zbuf_ip_stack_t *stack;
     uint32_t laddr;
     uint16_t lport;
     bool bound;
+    bool broadcast;         /* zbuf_ip_udp_set_broadcast() */
     zbuf_ip_udp_recv_cb recv;
     void *arg;
+    zbuf_ip_udp_error_cb error;
+    void *error_arg;
+    struct { uint32_t addr; uint16_t port; } recent[ZBUF_IP__UDP_RECENT]; /* ring */
+    unsigned nrecent;       /* entries filled so far (the ring's cursor) */
     struct zbuf_ip_udp *next;
 };
 
@@ -150,7 +169,11 @@ struct zbuf_ip_stack {
     zbuf_ip_config_t cfg;
     uint64_t now;           /* clock sampled at the entry of each public call */
     zbuf_ip_netif_t netifs[ZBUF_IP_MAX_NETIFS];
+    unsigned nnetifs;       /* of them in use */
     struct arp_entry arp[ZBUF_IP_ARP_ENTRIES];
+    struct arp_pending arp_pend[ZBUF_IP_ARP_PENDING];
+    uint64_t arp_tokens;    /* ARP request budget, thousandths of a request */
+    uint64_t arp_tokens_at; /* clock of its latest refill */
     struct zbuf_ip_udp *udps;
     unsigned nudp;
     struct zbuf_ip_tcp *tcps; /* every PCB, listeners included */
@@ -158,7 +181,9 @@ struct zbuf_ip_stack {
     unsigned tcp_dead;        /* PCBs killed, waiting for zbuf_ip__tcp_reap() */
     uint16_t next_port;     /* ephemeral port cursor */
     uint64_t challenge_window; /* start of the current 1-second window */
-    unsigned challenge_count;
+    unsigned challenge_count;  /* challenge ACKs sent in it */
+    unsigned challenge_budget; /* drawn at random for each window */
+    uint64_t rng;              /* xorshift state for the stack's random draws */
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
 #define ZBUF_IP__ID_BUCKETS 64
     uint16_t ip_ids[ZBUF_IP__ID_BUCKETS]; /* IPv4 id counters of fragmented datagrams */
@@ -167,6 +192,18 @@ struct zbuf_ip_stack {
     zbuf_ip_stats_t st;
     int depth;              /* nesting of public entry points (for deferred frees) */
     bool rx_trusted;        /* the frame being processed came from a checksum-offload link */
+    /* Receive pool pressure (see zbuf_ip__rx_hold()): the pool of the frame
+     * being processed (NULL: none, or no frame), its level once looked at
+     * (-1: not yet), and the reserve's pruning. */
+    zbuf_pool_t *rx_pool;
+    int rx_level;
+    bool rx_pruned;         /* pruned since the pool last left the pressure zone */
+    /* Frames of pool rx_ok_pool that may still come before its level needs
+     * a look again: each frame takes at most one buffer, so from `left`
+     * buffers the pressure mark is that many frames away. */
+    zbuf_pool_t *rx_ok_pool;
+    size_t rx_ok_frames;
+    bool rx_prune_pending;  /* prune when the outermost stack call returns */
     struct zbuf_ip_sock *orphans; /* closed sockets still sending their queued bytes */
 };
 
@@ -199,6 +236,40 @@ ZBUF_IP__HIDDEN bool zbuf_ip__is_local(const zbuf_ip_stack_t *s, uint32_t a);
  * receive buffer is not returned while any byte of it is held). */
 #define ZBUF_IP__SLACK 2048u
 ZBUF_IP__HIDDEN size_t zbuf_ip__pinned(const zbuf_t *z);
+
+/* Bytes of descriptors charged per segment held (a zbuf, a segment, list
+ * entries): a connection's receive memory counts them (ZBUF_IP_TCP_RCV_MEM_MULT). */
+#define ZBUF_IP__SEG_COST 128u
+/* What holding `z` costs a connection's receive memory. */
+static inline size_t zbuf_ip__charge(const zbuf_t *z)
+{
+    return zbuf_ip__pinned(z) + ZBUF_IP__SEG_COST * zbuf_seg_count(z);
+}
+
+/* Levels of the receive pool of the frame being processed. */
+enum { ZBUF_IP__RX_OK, ZBUF_IP__RX_PRESSURE, ZBUF_IP__RX_RESERVE };
+/* The level of the pool the frame being processed came from (OK outside
+ * frame processing or without a pool). */
+ZBUF_IP__HIDDEN int zbuf_ip__rx_level(zbuf_ip_stack_t *s);
+/* `z`, payload of the frame being processed, is about to be kept beyond
+ * this frame (a queue, or the application); `speculative`: it may never be
+ * used (an out-of-order segment, a fragment).  Applies the pool policy of
+ * <zbuf/ip_opts.h>: keeps it as it is, collapses it in place into a compact
+ * buffer (0), or says to drop it (-ENOBUFS, counted in rx_pressure_drops;
+ * the caller deletes it). */
+ZBUF_IP__HIDDEN int zbuf_ip__rx_hold_slow(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative);
+static inline int zbuf_ip__rx_hold(zbuf_ip_stack_t *s, zbuf_t *z, bool speculative)
+{
+    /* The common case inline: no pool, or one known to be far from its mark. */
+    if (s->rx_pool == NULL || s->rx_level == ZBUF_IP__RX_OK)
+        return 0;
+    return zbuf_ip__rx_hold_slow(s, z, speculative);
+}
+/* Replace the segments of `z` by one compact buffer of its length (a
+ * counted copy).  0, or a negative errno with `z` unchanged. */
+ZBUF_IP__HIDDEN int zbuf_ip__collapse(zbuf_ip_stack_t *s, zbuf_t *z);
+/* A random 32-bit number (not cryptographic: jitter for rate limits). */
+ZBUF_IP__HIDDEN uint32_t zbuf_ip__random(zbuf_ip_stack_t *s);
 
 /* Copy up to `len` header bytes starting at `off` into `tmp` unless they are
  * contiguous, and return where they are.  Header bytes are read for parsing,
@@ -235,6 +306,25 @@ ZBUF_IP__HIDDEN uint64_t zbuf_ip__reasm_deadline(const zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__reasm_flush(zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif);
 
 /* ------------------------------------------------------------------- TCP */
+
+/* An ICMP error about a TCP segment we sent (RFC 5927 checks are made by
+ * the callee): `type`, `code` and `mtu` (next-hop MTU of "fragmentation
+ * needed", 0 if none) of the message; the quoted datagram's addresses,
+ * ports and sequence number, and its total length. */
+struct zbuf_ip__icmp_err {
+    uint8_t type, code;
+    uint16_t mtu;
+    uint32_t src, dst;      /* of the quoted datagram: ours, the peer's */
+    uint16_t sport, dport;
+    uint32_t seq;           /* TCP: the quoted sequence number */
+    uint16_t qlen;          /* the quoted datagram's total length */
+};
+/* Returns 0 when the error was used, -ENOENT when it was ignored. */
+ZBUF_IP__HIDDEN int zbuf_ip__tcp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e);
+/* Start a new second of the challenge ACK budget (a random one). */
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_challenge_window(zbuf_ip_stack_t *s);
+/* Free the out-of-order segments that pin pool buffers (the reserve). */
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_prune(zbuf_ip_stack_t *s);
 
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *seg, uint32_t src,
                                         uint32_t dst);

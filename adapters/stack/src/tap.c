@@ -4,8 +4,12 @@
  * Receive: each read() fills one buffer taken from the driver's pool; the
  * frame goes up as a zbuf referencing that buffer, and the buffer returns to
  * the pool when the application (or the stack) deletes the last zbuf that
- * holds any of it.  An empty pool stops reading: frames wait in the kernel's
- * queue, which is the back-pressure a NIC ring gives.
+ * holds any of it.  The pool is the driver's rx_pool, so the stack keeps it
+ * from running dry (<zbuf/ip_opts.h>, "Receive pool pressure").  Should it
+ * run dry all the same (an application holding every buffer), reading goes
+ * on into a scratch buffer and the frames are dropped (counted in
+ * zbuf_ip_stats_t::rx_no_buffer): a device left unread would make the
+ * stack deaf even to the ACKs and ARP replies that let buffers come back.
  *
  * Transmit: writev() straight from the frame's segments (header segment +
  * payload segments shared with TCP's retransmission queue); never flattened
@@ -27,6 +31,8 @@
 struct tap {
     int fd;
     zbuf_pool_t *pool;
+    uint8_t *scratch;        /* frames read while the pool is empty land here */
+    size_t frame_max;        /* bytes of a pool buffer (and of scratch) */
     zbuf_ip_netif_t *nif;
     double rx_loss, tx_loss; /* zbuf_ip_tap_set_loss() */
     uint64_t rng;
@@ -79,8 +85,14 @@ static int tap_poll(void *ctx, unsigned budget)
     int n = 0;
     while ((unsigned)n < budget) {
         zbuf_buf_t *b;
-        if (zbuf_pool_get(t->pool, &b) != 0)
-            break;
+        if (zbuf_pool_get(t->pool, &b) != 0) {
+            /* Drain and drop: never stop reading. */
+            if (read(t->fd, t->scratch, t->frame_max) <= 0)
+                break;
+            n++;
+            zbuf_ip_netif_rx_nobuf(t->nif, 1);
+            continue;
+        }
         ssize_t r = read(t->fd, zbuf_buf_data(b), zbuf_buf_size(b));
         if (r <= 0) {
             zbuf_buf_unref(b);
@@ -111,6 +123,7 @@ static void tap_detach(void *ctx)
     struct tap *t = ctx;
     close(t->fd);
     zbuf_pool_delete(t->pool); /* buffers still held by zbufs stay valid */
+    free(t->scratch);
     free(t);
 }
 
@@ -139,21 +152,27 @@ int zbuf_ip_tap_open(zbuf_ip_stack_t *s, const char *name, const zbuf_ip_netif_c
         return e;
     }
     uint16_t mtu = cfg->mtu ? cfg->mtu : 1500;
-    int rc = zbuf_pool_create((size_t)mtu + ETH_HLEN + 4, pool_bufs ? pool_bufs : 1024, &t->pool);
+    t->frame_max = (size_t)mtu + ETH_HLEN + 4;
+    t->scratch = malloc(t->frame_max);
+    int rc = t->scratch ? zbuf_pool_create(t->frame_max, pool_bufs ? pool_bufs : 1024, &t->pool)
+                        : -ENOMEM;
     if (rc) {
         close(t->fd);
+        free(t->scratch);
         free(t);
         return rc;
     }
-    static const zbuf_ip_driver_t drv = {
+    const zbuf_ip_driver_t drv = {
         .transmit = tap_transmit,
         .poll = tap_poll,
         .detach = tap_detach,
+        .rx_pool = t->pool,
     };
     rc = zbuf_ip_netif_add(s, cfg, &drv, t, &t->nif);
     if (rc) {
         close(t->fd);
         zbuf_pool_delete(t->pool);
+        free(t->scratch);
         free(t);
         return rc;
     }

@@ -109,6 +109,7 @@ struct rtt_at {
 struct ooo {
     uint32_t seq;      /* first byte */
     uint32_t len;      /* payload bytes (zbuf_length(z)) */
+    uint32_t charge;   /* what it costs the connection's receive memory */
     bool fin;          /* a FIN follows the last byte */
     zbuf_t *z;         /* payload, the driver's segments */
     struct ooo *next;  /* sorted by seq, no overlap */
@@ -141,6 +142,9 @@ struct zbuf_ip_tcp {
     bool tlp_valid;                 /* a loss probe is out: tlp_end.. */
     bool tlp_retrans;               /* ..and it was a retransmission */
     bool tlp_in_recovery;           /* ..sent in recovery or after a timeout */
+    bool cookie;                    /* made from a SYN cookie (no SYN-ACK RTT sample) */
+    bool tsval_syn_set;             /* a SYN-ACK carries tsval_syn (a cookie's options) */
+    uint32_t tsval_syn;
     uint8_t snd_wscale, rcv_wscale; /* shifts: peer's window field, our window field */
     uint8_t dupacks;
     uint8_t nrexmit;                /* consecutive timeouts of the same data */
@@ -153,13 +157,19 @@ struct zbuf_ip_tcp {
     void *arg;
     struct zbuf_ip_tcp *listener;   /* SYN_RCVD child: its listener, until accepted */
     unsigned backlog, pending;      /* listener: limit, children not yet accepted */
+    uint64_t cookies_at;            /* listener: clock of its latest SYN cookie.. */
+    bool cookies_sent;              /* ..if any (cookie ACKs are taken only then) */
+    uint64_t born;                  /* clock at creation (early drop takes the oldest) */
+    int soft_err;                   /* latest ICMP soft error (reported on a timeout) */
 
     /* Send sequence space.  snd_una <= snd_max; snd_max is the next new
      * byte (retransmissions go from the records, never by moving back). */
     uint32_t iss, snd_una, snd_max;
     uint32_t snd_wnd, max_snd_wnd, snd_wl1, snd_wl2;
     uint32_t cwnd, ssthresh, recover;
-    uint16_t mss;                   /* send MSS: the peer's, clamped */
+    uint16_t mss;                   /* send MSS: the peer's, clamped, less options */
+    uint16_t mss_clamp;             /* the peer's MSS clamped to our interface (no options) */
+    uint16_t pmtu;                  /* path MTU: the interface's, or lower (ICMP, RFC 1191) */
     zbuf_t *sndq;                   /* unacknowledged and unsent bytes from snd_una */
     uint32_t snd_buf;
 
@@ -210,13 +220,22 @@ struct zbuf_ip_tcp {
     uint32_t ts_recent;             /* TS.Recent: the peer's TSval to echo */
     uint64_t ts_recent_age;         /* clock when ts_recent was set */
     uint32_t last_ack_sent;         /* Last.ACK.sent: rcv_nxt in our latest ACK */
-    uint64_t paws_ack_at;           /* clock of the latest ACK to a PAWS drop.. */
-    bool paws_acked;                /* ..if any (the rate limit's state) */
+    uint64_t oow_ack_at;            /* clock of the latest ACK to a PAWS-dropped or
+                                       out-of-window segment, or challenge ACK.. */
+    bool oow_acked;                 /* ..if any (the per-connection rate limit's state) */
 
     /* Receive sequence space. */
     uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge advertised, never moves left */
     uint32_t rcv_buf;
     size_t rcv_held;                /* delivered, not yet zbuf_ip_tcp_recved() */
+    /* Receive memory (<zbuf/ip_opts.h>, ZBUF_IP_TCP_RCV_MEM_MULT): the charge of
+     * rcv_held and of the out-of-order queue, against rcv_mem; rcv_ratio is
+     * payload per charge seen lately, in 1/256 (the window follows it). */
+    size_t rcv_held_charge, ooo_charge;
+    uint32_t rcv_mem;
+    uint32_t rcv_ratio;
+    uint64_t ratio_len, ratio_charge; /* sums of the segments since rcv_ratio moved.. */
+    unsigned ratio_n;                 /* ..and how many (it moves every 16) */
     unsigned segs_unacked;          /* in-order segments since our last ACK */
     struct ooo *ooo;
     unsigned nooo;
@@ -266,16 +285,36 @@ static void timers_stop(zbuf_ip_tcp_t *t)
     t->t_rack = t->t_tlp = 0;
 }
 
+/* Receive memory: `*field` (rcv_held_charge or ooo_charge) grows or
+ * shrinks by `n`, and the stack's gauge with it. */
+static void mem_add(zbuf_ip_tcp_t *t, size_t *field, size_t n)
+{
+    *field += n;
+    t->stack->st.tcp_rcv_mem_held += n;
+}
+
+static void mem_sub(zbuf_ip_tcp_t *t, size_t *field, size_t n)
+{
+    *field -= n;
+    t->stack->st.tcp_rcv_mem_held -= n;
+}
+
+/* Unlink and free out-of-order entry *pp. */
+static void ooo_unlink(zbuf_ip_tcp_t *t, struct ooo **pp)
+{
+    struct ooo *o = *pp;
+    *pp = o->next;
+    t->nooo--;
+    t->ooo_bytes -= o->len;
+    mem_sub(t, &t->ooo_charge, o->charge);
+    zbuf_delete(o->z);
+    free(o);
+}
+
 static void ooo_clear(zbuf_ip_tcp_t *t)
 {
-    while (t->ooo) {
-        struct ooo *o = t->ooo;
-        t->ooo = o->next;
-        zbuf_delete(o->z);
-        free(o);
-    }
-    t->nooo = 0;
-    t->ooo_bytes = 0;
+    while (t->ooo)
+        ooo_unlink(t, &t->ooo);
 }
 
 /* Mark `t` for freeing: from now on it is invisible and silent.  Buffers it
@@ -310,6 +349,8 @@ static void pcb_kill(zbuf_ip_tcp_t *t)
     t->rq = NULL;
     t->rq_n = t->rq_cap = 0;
     ooo_clear(t);
+    mem_sub(t, &t->rcv_held_charge, t->rcv_held_charge);
+    t->rcv_held = 0;
 }
 
 void zbuf_ip__tcp_reap(zbuf_ip_stack_t *s)
@@ -361,17 +402,49 @@ static void pcb_finish(zbuf_ip_tcp_t *t)
         pcb_kill(t);
 }
 
+/* What every PCB starts with (also the SYN-cookie answer's stand-in). */
+static void pcb_defaults(zbuf_ip_stack_t *s, zbuf_ip_tcp_t *t)
+{
+    t->stack = s;
+    t->born = s->now;
+    t->snd_buf = s->cfg.tcp_snd_buf;
+    t->rcv_buf = s->cfg.tcp_rcv_buf;
+    t->rcv_mem = s->cfg.tcp_rcv_mem;
+    /* Until segments tell, assume the window fits the memory exactly. */
+    t->rcv_ratio = (uint32_t)((uint64_t)t->rcv_buf * 256 / t->rcv_mem);
+    if (t->rcv_ratio < 1)
+        t->rcv_ratio = 1;
+    t->rto = ZBUF_IP_TCP_RTO_INIT_MS;
+    t->mss = ZBUF_IP_TCP_DEFAULT_MSS;
+    t->mss_clamp = ZBUF_IP_TCP_DEFAULT_MSS;
+    t->pmtu = 1500;
+    t->min_rtt = UINT32_MAX;
+    t->reo_wnd_mult = 1;
+}
+
 static zbuf_ip_tcp_t *pcb_alloc(zbuf_ip_stack_t *s)
 {
     if (s->ntcp >= ZBUF_IP_TCP_PCBS) {
         /* Recycle the oldest TIME_WAIT connection, as lwIP does: it has
          * nothing left to deliver.  Only one the application gave back:
          * the others are its handles until it closes them. */
-        zbuf_ip_tcp_t *victim = NULL;
-        for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next)
-            if (!t->dead && t->app_closed && t->state == ZBUF_IP_TCP_TIME_WAIT &&
+        zbuf_ip_tcp_t *victim = NULL, *half = NULL;
+        for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+            if (t->dead)
+                continue;
+            if (t->app_closed && t->state == ZBUF_IP_TCP_TIME_WAIT &&
                 (victim == NULL || t->t_2msl < victim->t_2msl))
                 victim = t;
+            /* Early drop: a half-open connection whose SYN-ACK went
+             * unanswered is most likely a spoofed one. */
+            if (t->state == ZBUF_IP_TCP_SYN_RCVD && t->listener && t->nrexmit > 0 &&
+                (half == NULL || t->born < half->born))
+                half = t;
+        }
+        if (victim == NULL && half != NULL) {
+            victim = half;
+            s->st.tcp_half_open_drops++;
+        }
         if (victim == NULL) {
             s->st.tcp_pcb_limit++;
             return NULL;
@@ -386,13 +459,7 @@ static zbuf_ip_tcp_t *pcb_alloc(zbuf_ip_stack_t *s)
         free(t);
         return NULL;
     }
-    t->stack = s;
-    t->snd_buf = s->cfg.tcp_snd_buf;
-    t->rcv_buf = s->cfg.tcp_rcv_buf;
-    t->rto = ZBUF_IP_TCP_RTO_INIT_MS;
-    t->mss = ZBUF_IP_TCP_DEFAULT_MSS;
-    t->min_rtt = UINT32_MAX;
-    t->reo_wnd_mult = 1;
+    pcb_defaults(s, t);
     t->next = s->tcps;
     s->tcps = t;
     s->ntcp++;
@@ -515,21 +582,39 @@ static bool mark_lost(zbuf_ip_tcp_t *t, struct txseg *r)
 
 /* ---------------------------------------------------------------- output */
 
-/* Window to advertise now, and move rcv_adv (never left). */
-static uint32_t rcv_window(zbuf_ip_tcp_t *t)
+/* Room for more received bytes: what the application left of the window,
+ * and what the receive memory left can hold at the payload-to-charge ratio
+ * seen on this connection (<zbuf/ip_opts.h>, ZBUF_IP_TCP_RCV_MEM_MULT). */
+static uint32_t rcv_space(const zbuf_ip_tcp_t *t)
 {
     uint32_t space = t->rcv_held >= t->rcv_buf ? 0 : t->rcv_buf - (uint32_t)t->rcv_held;
-    uint32_t cur = t->rcv_adv - t->rcv_nxt; /* what the peer may send now */
-    if (SEQ_LT(t->rcv_adv, t->rcv_nxt))
-        cur = 0;
-    /* Receiver silly-window avoidance: only move the right edge by a
-     * worthwhile amount. */
+    uint64_t mem = t->rcv_held_charge >= t->rcv_mem ? 0 : t->rcv_mem - t->rcv_held_charge;
+    uint64_t by_mem = mem * t->rcv_ratio / 256;
+    return by_mem < space ? (uint32_t)by_mem : space;
+}
+
+/* The window field to send now.  It moves rcv_adv, the one right edge that
+ * is both advertised and used to judge what arrives (RFC 9293 3.10.7.4):
+ * the edge is exactly what the field says at our scale (a SYN's window is
+ * never scaled, so it is at most 65535 bytes ahead, and so it stays
+ * without window scaling); it never moves left (the field is rounded up
+ * when the space shrank) and moves right only by a worthwhile amount
+ * (receiver silly-window avoidance). */
+static uint16_t rcv_window(zbuf_ip_tcp_t *t, bool syn)
+{
+    unsigned ws = syn ? 0 : t->rcv_wscale;
+    uint32_t cur = SEQ_LT(t->rcv_adv, t->rcv_nxt) ? 0 : t->rcv_adv - t->rcv_nxt;
+    uint32_t space = umin32(rcv_space(t), 65535u << ws);
+    uint32_t w = cur;
     if (space > cur && (space - cur >= umin32(t->rcv_buf / 2, t->mss) || cur == 0))
-        t->rcv_adv = t->rcv_nxt + space;
-    uint32_t w = t->rcv_adv - t->rcv_nxt;
-    if (SEQ_LT(t->rcv_adv, t->rcv_nxt))
-        w = 0;
-    return w;
+        w = space;
+    uint32_t field = w >> ws;
+    if ((field << ws) < cur)
+        field = (cur + (1u << ws) - 1) >> ws;
+    if (field > 65535)
+        field = 65535;
+    t->rcv_adv = t->rcv_nxt + (field << ws);
+    return (uint16_t)field;
 }
 
 /* SACK option (RFC 2018) describing the out-of-order queue: a D-SACK block
@@ -646,7 +731,7 @@ static int tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off, s
         opts[optlen++] = sackp ? 2 : 1;
         opts[optlen++] = 8;
         opts[optlen++] = 10;
-        put32(opts + optlen, ts_val(t, s->now));
+        put32(opts + optlen, syn && t->tsval_syn_set ? t->tsval_syn : ts_val(t, s->now));
         put32(opts + optlen + 4, (flags & TCP_ACK) ? t->ts_recent : 0);
         optlen += 8;
     }
@@ -672,15 +757,14 @@ static int tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off, s
         zbuf_delete(z);
         return rc;
     }
-    uint32_t wnd = rcv_window(t);
-    uint32_t field = (flags & TCP_SYN) ? umin32(wnd, 65535) : umin32(wnd >> t->rcv_wscale, 65535);
+    uint16_t field = rcv_window(t, (flags & TCP_SYN) != 0);
     put16(h, t->lport);
     put16(h + 2, t->rport);
     put32(h + 4, seq);
     put32(h + 8, (flags & TCP_ACK) ? t->rcv_nxt : 0);
     h[12] = (uint8_t)((hlen / 4) << 4);
     h[13] = flags;
-    put16(h + 14, (uint16_t)field);
+    put16(h + 14, field);
     put16(h + 16, 0);
     put16(h + 18, 0);
     if (optlen)
@@ -735,16 +819,46 @@ static void send_syn(zbuf_ip_tcp_t *t)
     tcp_emit(t, t->iss, flags, 0, 0);
 }
 
-/* RFC 5961 challenge ACK, rate-limited per stack. */
+/* The per-connection limit on ACKs that a peer's unacceptable segments
+ * draw (PAWS drops, out-of-window segments without payload, challenges),
+ * like Linux's tcp_oow_rate_limited(): true when one went out less than
+ * #ZBUF_IP_TCP_INVALID_RATELIMIT_MS ago; otherwise this one is recorded. */
+static bool oow_limited(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (t->oow_acked && s->now - t->oow_ack_at < ZBUF_IP_TCP_INVALID_RATELIMIT_MS)
+        return true;
+    t->oow_acked = true;
+    t->oow_ack_at = s->now;
+    return false;
+}
+
+void zbuf_ip__tcp_challenge_window(zbuf_ip_stack_t *s)
+{
+    /* A budget drawn anew each second between half and one and a half
+     * times the average (Linux since CVE-2016-5696): an observer cannot
+     * count the ACKs of a fixed budget. */
+    s->challenge_window = s->now;
+    s->challenge_count = 0;
+    s->challenge_budget = ZBUF_IP_TCP_CHALLENGE_ACKS / 2 +
+                          zbuf_ip__random(s) % ZBUF_IP_TCP_CHALLENGE_ACKS;
+}
+
+/* RFC 5961 challenge ACK, limited per connection and per stack (see
+ * <zbuf/ip_opts.h>). */
 static void challenge_ack(zbuf_ip_tcp_t *t)
 {
     zbuf_ip_stack_t *s = t->stack;
-    if (s->now >= s->challenge_window + 1000) {
-        s->challenge_window = s->now;
-        s->challenge_count = 0;
-    }
-    if (s->challenge_count >= ZBUF_IP_TCP_CHALLENGE_ACKS)
+    if (oow_limited(t)) {
+        s->st.tcp_challenge_acks_limited++;
         return;
+    }
+    if (s->now >= s->challenge_window + 1000)
+        zbuf_ip__tcp_challenge_window(s);
+    if (s->challenge_count >= s->challenge_budget) {
+        s->st.tcp_challenge_acks_limited++;
+        return;
+    }
     s->challenge_count++;
     s->st.tcp_challenge_acks++;
     tcp_emit(t, t->snd_max, TCP_ACK, 0, 0);
@@ -798,11 +912,21 @@ static size_t send_from(zbuf_ip_tcp_t *t, uint32_t seq, size_t maxlen, bool fin_
     return len + fin;
 }
 
-/* Send the segment of record `r` again (zero copy: a new dup of the queue). */
+/* Send the segment of record `r` again (zero copy: a new dup of the queue):
+ * one segment, or several of the MSS if it shrank since (path MTU). */
 static bool resend(zbuf_ip_tcp_t *t, struct txseg *r)
 {
     bool fin = (r->flags & TX_FIN) != 0;
-    if (send_from(t, r->seq, seg_len(r) - fin, fin) == 0)
+    uint32_t len = seg_len(r) - fin, off = 0;
+    bool sent = false;
+    do {
+        uint32_t n = umin32(len - off, t->mss);
+        if (send_from(t, r->seq + off, n, fin && off + n == len) == 0)
+            break;
+        sent = true;
+        off += n;
+    } while (off < len);
+    if (!sent)
         return false;
     if (!(r->flags & TX_RETRANS)) {
         r->flags |= TX_RETRANS;
@@ -1123,6 +1247,7 @@ int zbuf_ip_tcp_connect(zbuf_ip_tcp_t *t, uint32_t addr, uint16_t port)
     t->recover = t->iss;
     t->rcv_wscale = our_wscale(t->rcv_buf);
     uint32_t m = nif->cfg.mtu - IP_HLEN - TCP_HLEN;
+    t->pmtu = nif->cfg.mtu;
     t->mss = (uint16_t)umin32(m, ZBUF_IP_TCP_DEFAULT_MSS);
     t->state = ZBUF_IP_TCP_SYN_SENT;
     s->st.tcp_connects++;
@@ -1166,12 +1291,19 @@ void zbuf_ip_tcp_recved(zbuf_ip_tcp_t *t, size_t n)
     uint32_t before = t->rcv_adv - t->rcv_nxt;
     if (SEQ_LT(t->rcv_adv, t->rcv_nxt))
         before = 0;
+    /* The charge goes in proportion (all of it with the last byte): the
+     * application returns bytes, not the zbufs they came in. */
+    size_t c = n == t->rcv_held ? t->rcv_held_charge
+                                : (size_t)((uint64_t)t->rcv_held_charge * n / t->rcv_held);
+    mem_sub(t, &t->rcv_held_charge, c);
     t->rcv_held -= n;
-    uint32_t space = t->rcv_held >= t->rcv_buf ? 0 : t->rcv_buf - (uint32_t)t->rcv_held;
-    /* Tell the peer when the window grew by a quarter of the buffer or it
-     * was nearly closed (so a zero-window sender restarts quickly). */
+    uint32_t space = rcv_space(t);
+    /* Tell the peer when this release grew the window by a quarter of the
+     * buffer beyond what it knows, or it was nearly closed (so a
+     * zero-window sender restarts quickly).  (Not for the growth past
+     * the 65535 bytes a SYN could carry: the next ACK tells that.) */
     if (synchronized(t) && !t->fin_rcvd && space > before &&
-        (space - before >= t->rcv_buf / 4 || before < t->mss)) {
+        ((n >= t->rcv_buf / 4 && space - before >= t->rcv_buf / 4) || before < t->mss)) {
         t->ack_now = true;
         if (t->stack->depth == 0) {
             zbuf_ip__tick(t->stack);
@@ -1313,6 +1445,9 @@ int zbuf_ip_tcp_info(const zbuf_ip_tcp_t *t, zbuf_ip_tcp_info_t *out)
     out->min_rtt_ms = t->min_rtt;
     out->lost_bytes = t->lost_out;
     out->sacked_bytes = t->sacked_out;
+    out->rcv_mem = t->rcv_held_charge + t->ooo_charge;
+    out->pmtu = t->pmtu;
+    out->syncookie = t->cookie;
     return 0;
 }
 
@@ -1374,24 +1509,35 @@ static void parse_options(const uint8_t *o, size_t n, struct seg *sg)
     }
 }
 
+/* The send MSS from the peer's (clamped), the path MTU and the options
+ * every segment carries (timestamps: 12 bytes, RFC 6691). */
+static uint16_t mss_now(const zbuf_ip_tcp_t *t)
+{
+    uint32_t m = umin32(t->mss_clamp, (uint32_t)t->pmtu - IP_HLEN - TCP_HLEN);
+    if (t->ts_ok)
+        m = m > ZBUF_IP_TCP_MIN_MSS + 12 ? m - 12 : ZBUF_IP_TCP_MIN_MSS;
+    return (uint16_t)(m < ZBUF_IP_TCP_MIN_MSS ? ZBUF_IP_TCP_MIN_MSS : m);
+}
+
 static void apply_syn_options(zbuf_ip_tcp_t *t, const struct seg *sg)
 {
     zbuf_ip_netif_t *nif = zbuf_ip__route(t->stack, t->raddr);
-    uint32_t ours = (nif ? nif->cfg.mtu : 1500) - IP_HLEN - TCP_HLEN;
+    t->pmtu = nif ? nif->cfg.mtu : 1500;
+    uint32_t ours = (uint32_t)t->pmtu - IP_HLEN - TCP_HLEN;
     uint32_t mss = sg->has_mss ? sg->mss : ZBUF_IP_TCP_DEFAULT_MSS;
     if (mss < ZBUF_IP_TCP_MIN_MSS)
         mss = ZBUF_IP_TCP_MIN_MSS; /* an MSS of 0 must not make us send empty segments */
-    t->mss = (uint16_t)umin32(mss, ours);
+    t->mss_clamp = (uint16_t)umin32(mss, ours);
     t->sack_ok = sg->has_sackok;
     /* Timestamps: on when both sides offer them (our SYN did unless they are
-     * switched off); they take 12 bytes of every segment's MSS (RFC 6691). */
+     * switched off). */
     t->ts_ok = sg->has_ts && !t->stack->cfg.tcp_no_timestamps;
     if (t->ts_ok) {
         t->ts_recent = sg->tsval;
         t->ts_recent_set = true;
         t->ts_recent_age = t->stack->now;
-        t->mss = (uint16_t)(t->mss > ZBUF_IP_TCP_MIN_MSS + 12 ? t->mss - 12 : ZBUF_IP_TCP_MIN_MSS);
     }
+    t->mss = mss_now(t);
     if (sg->has_ws) {
         t->ws_ok = true;
         t->snd_wscale = sg->ws > ZBUF_IP_TCP_MAX_WSCALE ? ZBUF_IP_TCP_MAX_WSCALE : sg->ws;
@@ -1407,6 +1553,8 @@ static void apply_syn_options(zbuf_ip_tcp_t *t, const struct seg *sg)
 static void syn_rtt(zbuf_ip_tcp_t *t, const struct seg *sg)
 {
     zbuf_ip_stack_t *s = t->stack;
+    if (t->cookie)
+        return; /* no SYN-ACK time kept, and the TSval carried options */
     if (t->ts_ok && sg->has_ts && sg->tsecr) {
         uint32_t r = ts_val(t, s->now) - sg->tsecr;
         if (r <= ZBUF_IP_TCP_RTO_MAX_MS) {
@@ -1438,18 +1586,109 @@ static void enter_time_wait(zbuf_ip_tcp_t *t)
     t->t_2msl = t->stack->now + t->stack->cfg.tcp_time_wait_ms;
 }
 
-/* Hand in-order payload to the application (consumes z). */
-static void deliver(zbuf_ip_tcp_t *t, zbuf_t *z)
+/* Will in-order payload be kept (by the application) or dropped at once? */
+static bool rcv_keeps(const zbuf_ip_tcp_t *t)
+{
+    return !(t->app_closed || t->cb.recv == NULL || t->fin_rcvd);
+}
+
+/* Hand in-order payload to the application (consumes z), charging its
+ * receive memory `charge` until zbuf_ip_tcp_recved(). */
+static void deliver(zbuf_ip_tcp_t *t, zbuf_t *z, size_t charge)
 {
     size_t n = zbuf_length(z);
     t->rcv_nxt += (uint32_t)n;
     t->stack->st.tcp_rx_payload += n;
-    if (t->app_closed || t->cb.recv == NULL || t->fin_rcvd) {
+    if (!rcv_keeps(t)) {
         zbuf_delete(z); /* nobody reads: consume it right away */
         return;
     }
     t->rcv_held += n;
+    mem_add(t, &t->rcv_held_charge, charge);
     t->cb.recv(t->arg, t, z);
+}
+
+/* Drop the out-of-order entry farthest ahead, if it starts after `above`
+ * (any, for `any`).  Returns whether one went. */
+static bool ooo_prune_tail(zbuf_ip_tcp_t *t, uint32_t above, bool any)
+{
+    struct ooo **pp = &t->ooo;
+    if (*pp == NULL)
+        return false;
+    while ((*pp)->next)
+        pp = &(*pp)->next;
+    if (!any && !SEQ_GT((*pp)->seq, above))
+        return false;
+    ooo_unlink(t, pp);
+    t->stack->st.tcp_ooo_pruned++;
+    return true;
+}
+
+/* Admit payload `z` (in order, or out of order at `seq`) into the
+ * connection's receive memory: the pool's policy first, then the
+ * connection's limit (<zbuf/ip_opts.h>, ZBUF_IP_TCP_RCV_MEM_MULT): over it, a
+ * compact copy if that is cheaper, then the out-of-order queue's far end
+ * goes.  Returns the charge, or 0 when `z` must be dropped (counted; the
+ * caller deletes it). */
+static size_t rcv_admit(zbuf_ip_tcp_t *t, zbuf_t *z, bool ooo, uint32_t seq)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (zbuf_ip__rx_hold(s, z, ooo) != 0)
+        return 0;
+    /* The most a segment can pin, without looking at its buffers; the
+     * exact charge only near the limit. */
+    size_t len = zbuf_length(z);
+    size_t c = len + (ZBUF_IP__SLACK + ZBUF_IP__SEG_COST) * zbuf_seg_count(z);
+    if (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem)
+        c = zbuf_ip__charge(z);
+    /* The ratio the window follows: what this peer's segments cost, over
+     * 16 segments at a time (no division per segment). */
+    t->ratio_len += len;
+    t->ratio_charge += c;
+    if (++t->ratio_n == 16) {
+        uint64_t sample = t->ratio_len * 256 / t->ratio_charge;
+        t->rcv_ratio = (uint32_t)((t->rcv_ratio * 3 + (sample > 256 ? 256 : sample)) / 4);
+        if (t->rcv_ratio < 1)
+            t->rcv_ratio = 1;
+        t->ratio_len = t->ratio_charge = 0;
+        t->ratio_n = 0;
+    }
+    if (t->rcv_held_charge + t->ooo_charge + c <= t->rcv_mem)
+        return c;
+    /* Over the limit: what a compact copy would cost, then room made by
+     * pruning; copy only if it then fits. */
+    size_t compact = len + ZBUF_IP__SEG_COST;
+    size_t need = compact < c ? compact : c;
+    while (t->rcv_held_charge + t->ooo_charge + need > t->rcv_mem && ooo_prune_tail(t, seq, !ooo))
+        ;
+    if (t->rcv_held_charge + t->ooo_charge + need > t->rcv_mem) {
+        s->st.tcp_rcv_mem_drops++;
+        return 0;
+    }
+    if (t->rcv_held_charge + t->ooo_charge + c > t->rcv_mem) {
+        if (zbuf_ip__collapse(s, z) != 0) {
+            s->st.tcp_rcv_mem_drops++;
+            return 0;
+        }
+        c = zbuf_ip__charge(z);
+    }
+    return c;
+}
+
+void zbuf_ip__tcp_prune(zbuf_ip_stack_t *s)
+{
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+        if (t->dead)
+            continue;
+        for (struct ooo **pp = &t->ooo; *pp;) {
+            if (zbuf_ip__pinned((*pp)->z) > (*pp)->len) { /* not a compact copy */
+                ooo_unlink(t, pp);
+                s->st.tcp_ooo_pruned++;
+            } else {
+                pp = &(*pp)->next;
+            }
+        }
+    }
 }
 
 static void take_fin(zbuf_ip_tcp_t *t)
@@ -1527,14 +1766,9 @@ static void ooo_insert(zbuf_ip_tcp_t *t, uint32_t seq, zbuf_t *z, bool fin)
     }
     /* Drop queued segments the new one covers entirely. */
     while (*pp && SEQ_LEQ((*pp)->seq + (*pp)->len, end)) {
-        struct ooo *dead = *pp;
-        if (dead->fin && dead->seq + dead->len == end)
+        if ((*pp)->fin && (*pp)->seq + (*pp)->len == end)
             fin = true;
-        *pp = dead->next;
-        t->nooo--;
-        t->ooo_bytes -= dead->len;
-        zbuf_delete(dead->z);
-        free(dead);
+        ooo_unlink(t, pp);
     }
     if (*pp && SEQ_LT((*pp)->seq, end)) {
         zbuf_cut(z, (*pp)->seq - seq, ZBUF_TO_END, NULL);
@@ -1545,16 +1779,23 @@ static void ooo_insert(zbuf_ip_tcp_t *t, uint32_t seq, zbuf_t *z, bool fin)
         zbuf_delete(z);
         return;
     }
+    size_t charge = 0;
     struct ooo *o = NULL;
-    if (t->nooo < ZBUF_IP_TCP_OOO_SEGS)
+    if (t->nooo < ZBUF_IP_TCP_OOO_SEGS && (charge = rcv_admit(t, z, true, seq)) != 0)
         o = malloc(sizeof *o);
     if (o == NULL) {
         s->st.tcp_ooo_drops++;
         zbuf_delete(z);
         return;
     }
+    /* The admission may have pruned entries past this one: find the place
+     * again (those before it are untouched). */
+    for (pp = &t->ooo; *pp && SEQ_LT((*pp)->seq, seq);)
+        pp = &(*pp)->next;
     o->seq = seq;
     o->len = len;
+    o->charge = (uint32_t)charge;
+    mem_add(t, &t->ooo_charge, charge);
     o->fin = fin;
     o->z = z;
     o->next = *pp;
@@ -1573,6 +1814,8 @@ static void ooo_drain(zbuf_ip_tcp_t *t)
         t->ooo = o->next;
         t->nooo--;
         t->ooo_bytes -= o->len;
+        mem_sub(t, &t->ooo_charge, o->charge);
+        size_t o_charge = o->charge;
         uint32_t start = o->seq, end = o->seq + o->len;
         bool fin = o->fin;
         zbuf_t *z = o->z;
@@ -1580,7 +1823,7 @@ static void ooo_drain(zbuf_ip_tcp_t *t)
         if (SEQ_GT(end, t->rcv_nxt)) {
             if (t->rcv_nxt != start)
                 zbuf_cut(z, 0, t->rcv_nxt - start, NULL);
-            deliver(t, z);
+            deliver(t, z, o_charge); /* admitted when it was queued */
         } else {
             zbuf_delete(z);
         }
@@ -2136,32 +2379,22 @@ static bool process_ack(zbuf_ip_tcp_t *t, const struct seg *sg)
     return true;
 }
 
-/* A segment for a listener: maybe a new connection (consumes z). */
-static void listen_input(zbuf_ip_tcp_t *l, zbuf_t *z, const struct seg *sg, uint32_t src,
-                         uint32_t dst)
+/* Set up `t`, a new child of listener `l`, from the peer's SYN `sg`
+ * (`src` and `dst` its addresses), in SYN_RCVD with `iss`.  `t` may be a
+ * stand-in that is never linked (a SYN cookie's answer): then `l` is not
+ * told. */
+static void child_init(zbuf_ip_tcp_t *l, zbuf_ip_tcp_t *t, const struct seg *sg, uint32_t src,
+                       uint32_t dst, uint32_t iss, bool linked)
 {
-    zbuf_ip_stack_t *s = l->stack;
-    zbuf_delete(z); /* data on a SYN is not taken: the peer sends it again */
-    if (sg->flags & TCP_RST)
-        return;
-    if (sg->flags & TCP_ACK) {
-        send_reset(s, dst, src, sg->dport, sg->sport, sg->ack, 0, TCP_RST);
-        return;
-    }
-    if (!(sg->flags & TCP_SYN) || (sg->flags & TCP_FIN))
-        return;
-    if (l->pending >= l->backlog)
-        return; /* like Linux: drop, the peer retries */
-    zbuf_ip_tcp_t *t = pcb_alloc(s);
-    if (t == NULL)
-        return;
     t->bound = true;
     t->laddr = dst;
     t->lport = sg->dport;
     t->raddr = src;
     t->rport = sg->sport;
-    t->listener = l;
-    l->pending++;
+    if (linked) {
+        t->listener = l;
+        l->pending++;
+    }
     t->cb = l->cb;
     t->arg = l->arg;
     t->nodelay = l->nodelay;
@@ -2174,12 +2407,193 @@ static void listen_input(zbuf_ip_tcp_t *l, zbuf_t *z, const struct seg *sg, uint
     t->snd_wnd = sg->wnd; /* unscaled in a SYN */
     t->max_snd_wnd = t->snd_wnd;
     t->snd_wl1 = sg->seq;
-    zbuf_ip__tcp_isn(s, dst, sg->dport, src, sg->sport, &t->iss);
+    t->iss = iss;
     t->snd_una = t->iss;
     t->snd_max = t->iss + 1;
     t->snd_wl2 = t->iss;
     t->recover = t->iss;
     t->state = ZBUF_IP_TCP_SYN_RCVD;
+}
+
+/* ------------------------------------------------------------ SYN cookies */
+
+/* Linux's scheme (see <zbuf/ip_opts.h>): the top 8 bits of the cookie carry
+ * a 64-second counter, the low 24 a keyed hash of the connection and that
+ * counter plus the index of the MSS in this table. */
+static const uint16_t cookie_mss[4] = {536, 1300, 1440, 1460};
+#define COOKIE_PERIOD_MS 64000u
+#define COOKIE_BITS 24
+#define COOKIE_MASK ((1u << COOKIE_BITS) - 1)
+/* Low bits of a cookie SYN-ACK's TSval: the peer's window scale (15: none)
+ * and SACK-permitted. */
+#define COOKIE_TS_BITS 6
+#define COOKIE_TS_NO_WS 0xfu
+#define COOKIE_TS_SACK 0x10u
+
+static uint32_t cookie_hash(const zbuf_ip_stack_t *s, uint32_t la, uint16_t lp, uint32_t ra,
+                            uint16_t rp, uint32_t count, uint8_t which)
+{
+    uint8_t b[18];
+    put32(b, la);
+    put16(b + 4, lp);
+    put32(b + 6, ra);
+    put16(b + 10, rp);
+    put32(b + 12, count);
+    b[16] = 'C';
+    b[17] = which;
+    return (uint32_t)zbuf_ip__siphash(s->cfg.isn_key, b, sizeof b);
+}
+
+static uint32_t cookie_make(const zbuf_ip_tcp_t *t, unsigned mssidx)
+{
+    const zbuf_ip_stack_t *s = t->stack;
+    uint32_t count = (uint32_t)(s->now / COOKIE_PERIOD_MS);
+    return cookie_hash(s, t->laddr, t->lport, t->raddr, t->rport, 0, 1) + t->irs +
+           (count << COOKIE_BITS) +
+           ((cookie_hash(s, t->laddr, t->lport, t->raddr, t->rport, count, 2) + mssidx) &
+            COOKIE_MASK);
+}
+
+/* The MSS index `cookie` carries for this connection (the peer's ISN
+ * `irs`), or -1 if it is not one of ours or too old. */
+static int cookie_check(const zbuf_ip_stack_t *s, uint32_t la, uint16_t lp, uint32_t ra,
+                        uint16_t rp, uint32_t irs, uint32_t cookie)
+{
+    uint32_t count = (uint32_t)(s->now / COOKIE_PERIOD_MS);
+    uint32_t diff = cookie - cookie_hash(s, la, lp, ra, rp, 0, 1) - irs;
+    uint32_t age = (count - (diff >> COOKIE_BITS)) & 0xffu;
+    if (age >= ZBUF_IP_TCP_COOKIE_AGE_MS / COOKIE_PERIOD_MS)
+        return -1;
+    uint32_t idx = ((diff & COOKIE_MASK) - cookie_hash(s, la, lp, ra, rp, count - age, 2)) &
+                   COOKIE_MASK;
+    return idx < 4 ? (int)idx : -1;
+}
+
+/* Answer SYN `sg` for listener `l` with a SYN cookie, keeping nothing. */
+static void cookie_answer(zbuf_ip_tcp_t *l, const struct seg *sg, uint32_t src, uint32_t dst)
+{
+    zbuf_ip_stack_t *s = l->stack;
+    /* A stand-in PCB, never linked: tcp_emit() builds the SYN-ACK from it
+     * exactly as it would for a real half-open connection. */
+    zbuf_ip_tcp_t t;
+    memset(&t, 0, sizeof t);
+    pcb_defaults(s, &t);
+    child_init(l, &t, sg, src, dst, 0, false);
+    unsigned idx = 3;
+    uint32_t peer = sg->has_mss ? sg->mss : ZBUF_IP_TCP_DEFAULT_MSS;
+    while (idx > 0 && peer < cookie_mss[idx])
+        idx--;
+    t.iss = cookie_make(&t, idx);
+    if (t.ts_ok) {
+        uint32_t now = ts_val(&t, s->now);
+        uint32_t opts = (t.ws_ok ? t.snd_wscale : COOKIE_TS_NO_WS) | (t.sack_ok ? COOKIE_TS_SACK : 0);
+        uint32_t v = (now & ~((1u << COOKIE_TS_BITS) - 1)) | opts;
+        if (SEQ_GT(v, now))
+            v -= 1u << COOKIE_TS_BITS; /* never ahead of the clock the peer will see next */
+        t.tsval_syn = v;
+        t.tsval_syn_set = true;
+    } else {
+        /* Nowhere to keep them: offer neither window scaling nor SACK. */
+        t.ws_ok = t.sack_ok = false;
+        t.rcv_wscale = t.snd_wscale = 0;
+    }
+    tcp_emit(&t, t.iss, TCP_SYN | TCP_ACK, 0, 0);
+    l->cookies_sent = true;
+    l->cookies_at = s->now;
+    s->st.tcp_syncookies_sent++;
+}
+
+static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg);
+
+/* An ACK for listener `l` that may complete a SYN cookie.  Returns false
+ * if it does not (the caller answers with a RST); true when it was taken
+ * (a connection made and `z` processed on it, or dropped for lack of a
+ * PCB). */
+static bool cookie_accept(zbuf_ip_tcp_t *l, zbuf_t *z, struct seg *sg, uint32_t src,
+                          uint32_t dst)
+{
+    zbuf_ip_stack_t *s = l->stack;
+    if (s->cfg.tcp_no_syncookies || !l->cookies_sent ||
+        s->now - l->cookies_at >= ZBUF_IP_TCP_COOKIE_AGE_MS || (sg->flags & (TCP_SYN | TCP_RST)))
+        return false;
+    int idx = cookie_check(s, dst, sg->dport, src, sg->sport, sg->seq - 1, sg->ack - 1);
+    if (idx < 0) {
+        s->st.tcp_syncookies_failed++;
+        return false;
+    }
+    /* The SYN, as far as the cookie kept it. */
+    struct seg syn;
+    memset(&syn, 0, sizeof syn);
+    syn.sport = sg->sport;
+    syn.dport = sg->dport;
+    syn.seq = sg->seq - 1;
+    syn.flags = TCP_SYN;
+    syn.has_mss = true;
+    syn.mss = cookie_mss[idx];
+    if (sg->has_ts && !s->cfg.tcp_no_timestamps) {
+        uint32_t o = sg->tsecr & ((1u << COOKIE_TS_BITS) - 1);
+        if ((o & COOKIE_TS_NO_WS) != COOKIE_TS_NO_WS) {
+            if ((o & COOKIE_TS_NO_WS) > ZBUF_IP_TCP_MAX_WSCALE) {
+                s->st.tcp_syncookies_failed++;
+                return false;
+            }
+            syn.has_ws = true;
+            syn.ws = (uint8_t)(o & COOKIE_TS_NO_WS);
+        }
+        syn.has_sackok = (o & COOKIE_TS_SACK) != 0;
+        syn.has_ts = true;
+        syn.tsval = sg->tsval;
+    }
+    zbuf_ip_tcp_t *t = pcb_alloc(s);
+    if (t == NULL) {
+        zbuf_delete(z); /* no room: the peer sends again */
+        return true;
+    }
+    child_init(l, t, &syn, src, dst, sg->ack - 1, true);
+    t->cookie = true;
+    rcv_window(t, true); /* the edge the cookie's SYN-ACK advertised (same state) */
+    s->st.tcp_syncookies_ok++;
+    conn_input(t, z, sg); /* the handshake completes as for a kept SYN */
+    if (!t->dead && t->state == ZBUF_IP_TCP_SYN_RCVD) {
+        /* The ACK was not taken after all (PAWS, a bad ACK number): this
+         * half-open connection has no SYN-ACK to retransmit, so no timer
+         * would ever end it. */
+        t->app_closed = true;
+        pcb_kill(t);
+    }
+    return true;
+}
+
+/* A segment for a listener: maybe a new connection (consumes z). */
+static void listen_input(zbuf_ip_tcp_t *l, zbuf_t *z, struct seg *sg, uint32_t src, uint32_t dst)
+{
+    zbuf_ip_stack_t *s = l->stack;
+    if (sg->flags & TCP_RST) {
+        zbuf_delete(z);
+        return;
+    }
+    if (sg->flags & TCP_ACK) {
+        if (cookie_accept(l, z, sg, src, dst))
+            return;
+        zbuf_delete(z);
+        send_reset(s, dst, src, sg->dport, sg->sport, sg->ack, 0, TCP_RST);
+        return;
+    }
+    zbuf_delete(z); /* data on a SYN is not taken: the peer sends it again */
+    if (!(sg->flags & TCP_SYN) || (sg->flags & TCP_FIN))
+        return;
+    bool cookies = !s->cfg.tcp_no_syncookies;
+    zbuf_ip_tcp_t *t = NULL;
+    if (l->pending < l->backlog)
+        t = pcb_alloc(s);
+    if (t == NULL) {
+        if (cookies) /* backlog full or no PCB: keep nothing, answer with a cookie */
+            cookie_answer(l, sg, src, dst);
+        return; /* without cookies, like Linux: drop, the peer retries */
+    }
+    uint32_t iss;
+    zbuf_ip__tcp_isn(s, dst, sg->dport, src, sg->sport, &iss);
+    child_init(l, t, sg, src, dst, iss, true);
     send_syn(t);
     t->t_rtx = s->now + t->rto;
 }
@@ -2273,12 +2687,10 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
             /* At most one such ACK per ZBUF_IP_TCP_INVALID_RATELIMIT_MS, like
              * Linux's tcp_invalid_ratelimit: a flood of replayed segments
              * must not turn into a flood of ACKs. */
-            if (t->paws_acked && s->now - t->paws_ack_at < ZBUF_IP_TCP_INVALID_RATELIMIT_MS) {
+            if (oow_limited(t)) {
                 s->st.tcp_paws_acks_limited++;
                 return;
             }
-            t->paws_acked = true;
-            t->paws_ack_at = s->now;
             t->ack_now = true;
             tcp_output_inner(t);
             return;
@@ -2305,10 +2717,17 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
         if (rwnd == 0 && seq == t->rcv_nxt && (flags & TCP_ACK)) {
             ack_only = true; /* zero window: still take the ACK (RFC 9293 3.10.7.4) */
         } else {
+            zbuf_delete(z);
+            /* Segments without payload (blind ACKs, forged or not) draw one
+             * ACK per ZBUF_IP_TCP_INVALID_RATELIMIT_MS at most, as in
+             * Linux; duplicates of data are always answered (D-SACK). */
+            if (seglen == 0 && oow_limited(t)) {
+                s->st.tcp_oow_acks_limited++;
+                return;
+            }
             if (len > 0 && SEQ_LEQ(seq + len, t->rcv_nxt) && SEQ_GEQ(seq, t->rcv_nxt - t->rcv_buf))
                 note_dsack(t, seq, seq + len); /* an old duplicate (RFC 2883) */
             t->ack_now = true;
-            zbuf_delete(z);
             tcp_output_inner(t);
             return;
         }
@@ -2460,9 +2879,17 @@ static void conn_input(zbuf_ip_tcp_t *t, zbuf_t *z, struct seg *sg)
     bool data_state = t->state == ZBUF_IP_TCP_ESTABLISHED ||
                       t->state == ZBUF_IP_TCP_FIN_WAIT_1 || t->state == ZBUF_IP_TCP_FIN_WAIT_2;
     if (len > 0 && data_state && !t->fin_rcvd) {
-        if (seq == t->rcv_nxt) {
+        size_t charge = 0;
+        if (seq == t->rcv_nxt && rcv_keeps(t) && (charge = rcv_admit(t, z, false, seq)) == 0) {
+            /* No memory for it: dropped like a lost segment; the ACK tells. */
+            zbuf_delete(z);
+            z = NULL;
+            len = 0;
+            flags &= (uint8_t)~TCP_FIN;
+            t->ack_now = true;
+        } else if (seq == t->rcv_nxt) {
             bool had_ooo = t->ooo != NULL;
-            deliver(t, z);
+            deliver(t, z, charge);
             z = NULL;
             if (!t->dead && had_ooo) {
                 ooo_drain(t);
@@ -2604,6 +3031,84 @@ void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *z, uint32_t src, uint32_t ds
         conn_input(t, z, &sg);
 }
 
+/* ------------------------------------------------------------ ICMP errors */
+
+/* RFC 1191 plateaus, for a "fragmentation needed" without the next-hop MTU
+ * (old routers): the largest below the datagram that did not fit. */
+static uint16_t mtu_plateau(uint16_t len)
+{
+    static const uint16_t plateau[] = {32000, 17914, 8166, 4352, 2002, 1492, 1006, 508, 296, 68};
+    for (size_t i = 0; i < sizeof plateau / sizeof plateau[0]; i++)
+        if (plateau[i] < len)
+            return plateau[i];
+    return 68;
+}
+
+/* Path-MTU discovery (RFC 1191): a router could not forward a segment of
+ * ours of `e->qlen` bytes.  Lower the connection's path MTU (not below
+ * #ZBUF_IP_TCP_PMTU_MIN), and so its MSS, and send again at once what was
+ * in flight above the new size, as pieces of the new MSS: that loss was
+ * not congestion, so cwnd stays (Linux's tcp_simple_retransmit()). */
+static int pmtu_reduce(zbuf_ip_tcp_t *t, const struct zbuf_ip__icmp_err *e)
+{
+    uint32_t mtu = e->mtu ? e->mtu : mtu_plateau(e->qlen);
+    if (mtu >= e->qlen)
+        return -ENOENT; /* the datagram it quotes would have fit: not true */
+    if (mtu < ZBUF_IP_TCP_PMTU_MIN)
+        mtu = ZBUF_IP_TCP_PMTU_MIN;
+    if (mtu >= t->pmtu)
+        return 0;
+    t->pmtu = (uint16_t)mtu;
+    t->mss = mss_now(t);
+    t->stack->st.tcp_pmtu_reductions++;
+    for (uint32_t i = 0; i < t->rq_n; i++) {
+        struct txseg *r = rq_at(t, i);
+        if (seg_len(r) - ((r->flags & TX_FIN) != 0) > t->mss)
+            mark_lost(t, r);
+    }
+    if (can_send_data(t))
+        tcp_output_inner(t);
+    return 0;
+}
+
+int zbuf_ip__tcp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e)
+{
+    zbuf_ip_tcp_t *t = lookup(s, e->dst, e->dport, e->src, e->sport);
+    if (t == NULL || t->state == ZBUF_IP_TCP_LISTEN || t->state == ZBUF_IP_TCP_CLOSED)
+        return -ENOENT;
+    /* RFC 5927 4.1: only about a segment in flight.  A blind attacker
+     * would have to guess the sequence numbers as for a RST. */
+    if (SEQ_LT(e->seq, t->snd_una) || SEQ_GEQ(e->seq, t->snd_max))
+        return -ENOENT;
+    if (e->type == 3 && e->code == 4)
+        return pmtu_reduce(t, e);
+    if (e->type != 3 && e->type != 11)
+        return 0; /* source quench (RFC 6633), parameter problem: nothing to do */
+    int err = e->type == 11 ? -EHOSTUNREACH
+              : e->code == 0 ? -ENETUNREACH
+              : e->code == 2 ? -ENOPROTOOPT
+              : e->code == 3 ? -ECONNREFUSED
+                             : -EHOSTUNREACH;
+    if (e->type == 3 && t->state == ZBUF_IP_TCP_SYN_RCVD && t->listener) {
+        /* A half-open connection to a host that cannot be reached: drop it
+         * now (as Linux drops the request) instead of after its SYN-ACK
+         * retries. */
+        s->st.tcp_half_open_drops++;
+        s->st.tcp_icmp_aborts++;
+        t->app_closed = true;
+        pcb_kill(t);
+        return 0;
+    }
+    if (e->type == 3 && t->state == ZBUF_IP_TCP_SYN_SENT && (e->code == 2 || e->code == 3)) {
+        /* A hard error while connecting (RFC 1122 4.2.3.9, RFC 5461). */
+        s->st.tcp_icmp_aborts++;
+        pcb_fail(t, err);
+        return 0;
+    }
+    t->soft_err = err; /* reported if the connection times out */
+    return 0;
+}
+
 /* ---------------------------------------------------------------- timers */
 
 static void on_rto(zbuf_ip_tcp_t *t)
@@ -2611,12 +3116,21 @@ static void on_rto(zbuf_ip_tcp_t *t)
     zbuf_ip_stack_t *s = t->stack;
     t->t_rtx = 0;
     if (t->state == ZBUF_IP_TCP_SYN_SENT || t->state == ZBUF_IP_TCP_SYN_RCVD) {
-        if (++t->nrexmit > ZBUF_IP_TCP_SYN_RETRIES) {
+        /* A listener whose backlog is half full, or that had to answer
+         * with SYN cookies lately, is under pressure: its half-open
+         * connections get fewer retransmissions. */
+        zbuf_ip_tcp_t *l = t->listener;
+        bool pressure = l && (2 * l->pending >= l->backlog ||
+                              (l->cookies_sent && s->now - l->cookies_at < ZBUF_IP_TCP_COOKIE_AGE_MS));
+        if (++t->nrexmit >
+            (pressure ? ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE : ZBUF_IP_TCP_SYN_RETRIES)) {
             if (t->listener) {
+                if (pressure)
+                    s->st.tcp_half_open_drops++;
                 t->app_closed = true;
                 pcb_kill(t);
             } else {
-                pcb_fail(t, -ETIMEDOUT);
+                pcb_fail(t, t->soft_err ? t->soft_err : -ETIMEDOUT);
             }
             return;
         }
@@ -2632,7 +3146,7 @@ static void on_rto(zbuf_ip_tcp_t *t)
         return;
     if (++t->nrexmit > ZBUF_IP_TCP_MAX_RETRIES) {
         tcp_emit(t, t->snd_max, TCP_RST | TCP_ACK, 0, 0);
-        pcb_fail(t, -ETIMEDOUT);
+        pcb_fail(t, t->soft_err ? t->soft_err : -ETIMEDOUT);
         return;
     }
     s->st.tcp_rto++;

@@ -30,7 +30,16 @@ static uint32_t pcbs(zbuf_ip_stack_t *s)
     return st.tcp_pcbs;
 }
 
-Test(limits, syn_flood_fills_only_the_backlog_and_drains_by_timeout)
+static void syn_flood(zh_single_t *u, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint8_t f[128];
+        size_t len = zh_tcp_frame(f, (uint16_t)(10000 + i), 80, 7, 0, 0x02, 65535, NULL, 0, NULL, 0);
+        zh_input(u, f, len, 0);
+    }
+}
+
+Test(limits, syn_flood_keeps_only_the_backlog_and_answers_the_rest_with_cookies)
 {
     zh_single_t u;
     zh_single_init(&u, NULL);
@@ -38,21 +47,45 @@ Test(limits, syn_flood_fills_only_the_backlog_and_drains_by_timeout)
     ep_listen(&e, u.s, 80); /* backlog 8 */
     arp_from(&u, ZH_B, 0xb);
     zh_single_clear(&u);
-    for (int i = 0; i < 100; i++) {
-        uint8_t f[128];
-        size_t n = zh_tcp_frame(f, (uint16_t)(10000 + i), 80, 7, 0, 0x02, 65535, NULL, 0, NULL, 0);
-        zh_input(&u, f, n, 0);
-    }
-    cr_assert_eq(u.ntx, 8, "SYN-ACKs only for the backlog");
-    cr_assert_eq(pcbs(u.s), 1 + 8);
+    syn_flood(&u, 100);
+    cr_assert_eq(u.ntx, ZH_CAP_MAX, "a SYN-ACK for every SYN (the capture keeps 64)");
+    zbuf_ip_stats_t st;
+    zbuf_ip_stats(u.s, &st);
+    cr_assert_eq(st.tcp_syncookies_sent, 92, "cookies beyond the backlog");
+    cr_assert_eq(pcbs(u.s), 1 + 8, "state only for the backlog");
     zh_single_clear(&u);
-    for (int i = 0; i < 40 && pcbs(u.s) > 1; i++) {
-        u.now += 60000;
+    /* The backlog is full, so under pressure: the half-open connections get
+     * ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE retransmissions (1 + 2 + 4 s),
+     * not two minutes of them. */
+    uint64_t t0 = u.now;
+    for (int i = 0; i < 200 && pcbs(u.s) > 1; i++) {
+        u.now += 100;
         zbuf_ip_poll(u.s);
         zh_single_clear(&u);
     }
     cr_assert_eq(pcbs(u.s), 1, "half-open connections give up after their SYN-ACK retries");
+    cr_assert_leq(u.now - t0, 8000, "within seconds (%llu ms)", (unsigned long long)(u.now - t0));
+    zbuf_ip_stats(u.s, &st);
+    cr_assert_eq(st.tcp_half_open_drops, 8);
     cr_assert_eq(e.accepted, 0);
+    zbuf_ip_tcp_close(e.listener);
+    zh_single_fini(&u);
+}
+
+Test(limits, without_syn_cookies_a_full_backlog_drops_syns)
+{
+    zbuf_ip_config_t c;
+    zbuf_ip_config_init(&c);
+    c.tcp_no_syncookies = true;
+    zh_single_t u;
+    zh_single_init(&u, &c);
+    ep_t e = {0};
+    ep_listen(&e, u.s, 80); /* backlog 8 */
+    arp_from(&u, ZH_B, 0xb);
+    zh_single_clear(&u);
+    syn_flood(&u, 100);
+    cr_assert_eq(u.ntx, 8, "SYN-ACKs only for the backlog");
+    cr_assert_eq(pcbs(u.s), 1 + 8);
     zbuf_ip_tcp_close(e.listener);
     zh_single_fini(&u);
 }
@@ -86,15 +119,14 @@ Test(limits, arp_flood_cannot_push_out_pending_resolutions)
     zh_single_init(&u, NULL);
     zbuf_ip_udp_t *pcb;
     zbuf_ip_udp_new(u.s, &pcb);
-    /* Fill the table with pending resolutions of our own. */
-    for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
+    /* Fill the pending table with resolutions of our own. */
+    for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++) {
         zbuf_t *z;
         zbuf_create(&z);
         zbuf_append_copy(z, "p", 1);
         cr_assert_eq(zbuf_ip_udp_sendto(pcb, z, ZBUF_IP_ADDR(192, 0, 2, 100 + i), 9), 0);
     }
-    cr_assert_eq(u.ntx, ZH_CAP_MAX < ZBUF_IP_ARP_ENTRIES ? ZH_CAP_MAX : ZBUF_IP_ARP_ENTRIES,
-                 "one request each");
+    cr_assert_eq(u.ntx, ZBUF_IP_ARP_PENDING, "one request each");
     zh_single_clear(&u);
     /* A flood of strangers announcing themselves does not evict them... */
     int replies = 0;

@@ -85,7 +85,8 @@ static void print_counters(const char *name, zh_pair_t *p, uint64_t t0, long ste
     fprintf(stderr,
             "%s: %llu ms virtual, %ld steps; retransmits %llu, RTOs %llu, fast recoveries %llu, "
             "window probes %llu, spurious RTO undos %llu, cwnd undos %llu, TLPs %llu, "
-            "RSTs sent %llu, challenge ACKs %llu, PCB refusals %llu; link lost %llu dup %llu "
+            "RSTs sent %llu, challenge ACKs %llu, PCB refusals %llu, collapsed %llu bytes, "
+            "memory drops %llu, ooo pruned %llu; link lost %llu dup %llu "
             "reordered %llu overflow %llu\n",
             name, (unsigned long long)(p->now - t0), steps,
             (unsigned long long)(a.tcp_retransmits + b.tcp_retransmits),
@@ -97,7 +98,10 @@ static void print_counters(const char *name, zh_pair_t *p, uint64_t t0, long ste
             (unsigned long long)(a.tcp_tlp + b.tcp_tlp),
             (unsigned long long)(a.tcp_rst_tx + b.tcp_rst_tx),
             (unsigned long long)(a.tcp_challenge_acks + b.tcp_challenge_acks),
-            (unsigned long long)(a.tcp_pcb_limit + b.tcp_pcb_limit), (unsigned long long)ls.lost,
+            (unsigned long long)(a.tcp_pcb_limit + b.tcp_pcb_limit),
+            (unsigned long long)(a.rx_collapsed_bytes + b.rx_collapsed_bytes),
+            (unsigned long long)(a.tcp_rcv_mem_drops + b.tcp_rcv_mem_drops),
+            (unsigned long long)(a.tcp_ooo_pruned + b.tcp_ooo_pruned), (unsigned long long)ls.lost,
             (unsigned long long)ls.duplicated, (unsigned long long)ls.reordered,
             (unsigned long long)ls.overflow);
 }
@@ -471,9 +475,16 @@ static void many_run(uint64_t seed, bool no_ts, bool nic)
     cr_assert(ok, "%d of %d connections finished in %llu ms, %ld steps", m.done, NCONN,
               (unsigned long long)(p.now - t0), steps);
     cr_assert_eq(aborts, NCONN / 16);
-    cr_assert_eq(z1.bytes_copied, z0.bytes_copied, "library copied %llu bytes",
-                 (unsigned long long)(z1.bytes_copied - z0.bytes_copied));
+    /* Zero copy, except the compact copies the stack makes when a pool
+     * nears its reserve or a connection its memory limit (128 slow readers
+     * whose windows fill with small segments get there): each of those is
+     * accounted. */
     zbuf_ip_stats_t sa = stats_of(p.a), sb = stats_of(p.b);
+    cr_assert_eq(z1.bytes_copied - z0.bytes_copied, sa.rx_collapsed_bytes + sb.rx_collapsed_bytes,
+                 "library copied %llu bytes, %llu of them collapses",
+                 (unsigned long long)(z1.bytes_copied - z0.bytes_copied),
+                 (unsigned long long)(sa.rx_collapsed_bytes + sb.rx_collapsed_bytes));
+    cr_assert_eq(sa.rx_no_buffer + sb.rx_no_buffer, 0, "a pool ran dry");
     cr_assert_gt(sa.tcp_retransmits + sb.tcp_retransmits, 0);
     cr_assert_geq(sa.tcp_window_probes + sb.tcp_window_probes, 10, "too few zero-window probes");
 
@@ -820,11 +831,17 @@ static bool f_a_empty(void *arg)
     return stats_of(f->p->a).tcp_pcbs == 0;
 }
 
+/* Without SYN cookies (a full backlog drops SYNs, the clients retry): the
+ * backlog and PCB limits hold and every client gets in as room appears.
+ * With cookies, test_hardening.c. */
 Test(stress, syn_flood_stays_within_backlog_and_pcbs_and_recovers, .timeout = 240)
 {
     zh_pair_t p;
     zbuf_ip_link_config_t lc = {.delay_ms = 1};
-    zh_pair_init(&p, &lc, NULL);
+    zbuf_ip_config_t cfg;
+    zbuf_ip_config_init(&cfg);
+    cfg.tcp_no_syncookies = true;
+    zh_pair_init(&p, &lc, &cfg);
     static struct flood f;
     memset(&f, 0, sizeof f);
     f.p = &p;

@@ -26,10 +26,14 @@
  * (options ignored; fragments reassembled within the limits
  * of <zbuf/ip_opts.h>, without copying, and datagrams larger than the MTU
  * sent as fragments with keyed per-destination identifications, RFC
- * 7739; datagrams that fit go with DF and identification 0, RFC 6864),
- * ICMP echo (and time exceeded when a reassembly times out), UDP and
+ * 7739; datagrams that fit go with DF and identification 0, RFC 6864;
+ * sources no host may have dropped, RFC 1122), ICMP echo (and time
+ * exceeded when a reassembly times out; errors received validated as RFC
+ * 5927 asks and used for path-MTU discovery, RFC 1191, and reported to
+ * UDP PCBs), UDP and
  * TCP: RFC 9293 state machine with simultaneous open and close and
- * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK, MSS, window scaling and
+ * TIME_WAIT, RFC 5961 checks on RST, SYN and ACK (challenge ACKs limited
+ * per connection and per stack), SYN cookies (RFC 4987), MSS, window scaling and
  * timestamps with PAWS (RFC 7323; timestamp clock offset per connection by
  * a keyed hash), SACK (RFC 2018; blocks generated from the out-of-order
  * queue, a per-segment scoreboard for recovery), loss recovery by RACK-TLP
@@ -58,9 +62,9 @@
  * zbuf_ip_tcp_abort() or zbuf_ip_tcp_close() on its own connection; it must
  * not delete the stack.
  *
- * Limits (connections, queued bytes, ARP entries, reassembly buffers ...)
- * are set in
- * <zbuf/ip_opts.h>.
+ * Limits (connections, queued bytes, ARP entries, reassembly buffers,
+ * receive memory and the driver pool's reserve ...) are set in
+ * <zbuf/ip_opts.h>: no peer can make the stack hold more, or go deaf.
  */
 #ifndef ZBUF_IP_H
 #define ZBUF_IP_H
@@ -137,6 +141,11 @@ typedef struct zbuf_ip_config {
                                     (1..120000) */
     bool tcp_no_timestamps;    /**< true: TCP neither offers nor accepts timestamps
                                     (RFC 7323); the default (false) negotiates them */
+    uint32_t tcp_rcv_mem;      /**< receive memory per connection, bytes as charged
+                                    (tcp_rcv_buf..1 GiB; 0, the default: #ZBUF_IP_TCP_RCV_MEM_MULT
+                                    times tcp_rcv_buf) */
+    bool tcp_no_syncookies;    /**< true: a SYN that finds the backlog full is dropped
+                                    instead of answered with a SYN cookie */
 } zbuf_ip_config_t;
 
 /** @brief Fill @p cfg with the defaults of <zbuf/ip_opts.h>. */
@@ -267,6 +276,54 @@ typedef struct zbuf_ip_stats {
     uint64_t arp_queue_held;       /**< bytes the datagrams waiting for ARP hold now, as
                                         charged against #ZBUF_IP_ARP_QUEUE_TOTAL_BYTES
                                         (a gauge) */
+    uint64_t rx_no_buffer;         /**< frames drivers read and dropped because their
+                                        pool was empty (zbuf_ip_netif_rx_nobuf()) */
+    uint64_t rx_collapses;         /**< received payloads copied into compact buffers
+                                        (pool pressure or a connection's memory limit) */
+    uint64_t rx_collapsed_bytes;   /**< bytes those copies moved (also in
+                                        zbuf_stats_t::bytes_copied) */
+    uint64_t rx_pressure_drops;    /**< payloads dropped to keep the pool's reserve
+                                        (out-of-order segments, fragments) */
+    uint64_t rx_pressure_prunes;   /**< times the reserve was reached and the queues
+                                        pinning pool buffers were pruned */
+    uint64_t tcp_ooo_pruned;       /**< out-of-order segments pruned (pool reserve, or a
+                                        connection's memory limit) */
+    uint64_t tcp_rcv_mem_drops;    /**< segments dropped because a connection's receive
+                                        memory was full (#ZBUF_IP_TCP_RCV_MEM_MULT) */
+    uint64_t tcp_rcv_mem_held;     /**< receive memory all connections hold now, as
+                                        charged (a gauge) */
+    uint64_t ip_bad_source;        /**< datagrams dropped silently for their source
+                                        address (RFC 1122: broadcast, multicast, class
+                                        E, loopback, this network, one of ours) */
+    uint64_t ip_l2_bcast_drops;    /**< unicast datagrams received in link-layer
+                                        broadcast frames, dropped (RFC 1122 3.3.6) */
+    uint64_t udp_bcast_drops;      /**< datagrams to a broadcast address for a UDP PCB
+                                        that did not ask for them
+                                        (zbuf_ip_udp_set_broadcast()) */
+    uint64_t arp_pending_evicted;  /**< pending ARP entries evicted by newer ones */
+    uint64_t arp_not_cached;       /**< addresses resolved but not cached: every entry
+                                        was in use */
+    uint64_t arp_requests_limited; /**< ARP requests held back by
+                                        #ZBUF_IP_ARP_REQUESTS_PER_SEC */
+    uint64_t icmp_errors_rx;       /**< ICMP error messages received (destination
+                                        unreachable, time exceeded ...) */
+    uint64_t icmp_errors_ignored;  /**< of those, ignored: malformed quote, not about
+                                        something we sent, sequence number outside the
+                                        connection's flight (RFC 5927) */
+    uint64_t tcp_pmtu_reductions;  /**< path MTU lowered by "fragmentation needed" */
+    uint64_t tcp_icmp_aborts;      /**< connections ended by an ICMP error (a hard error
+                                        while connecting, or a half-open connection) */
+    uint64_t udp_icmp_errors;      /**< ICMP errors passed to a UDP PCB's error callback */
+    uint64_t tcp_syncookies_sent;  /**< SYN-ACKs with a SYN cookie (no state kept) */
+    uint64_t tcp_syncookies_ok;    /**< connections made from a valid cookie */
+    uint64_t tcp_syncookies_failed; /**< ACKs to a listener with a cookie that did not
+                                         check out (answered with a RST) */
+    uint64_t tcp_half_open_drops;  /**< half-open connections dropped early (pressure
+                                        retries, PCB recycling, ICMP errors) */
+    uint64_t tcp_challenge_acks_limited; /**< challenge ACKs not sent: the per-connection
+                                              or the stack's limit */
+    uint64_t tcp_oow_acks_limited; /**< ACKs to out-of-window segments without payload
+                                        not sent: the per-connection limit */
 } zbuf_ip_stats_t;
 
 /** @brief Copy the stack's counters into @p out. */
@@ -288,10 +345,24 @@ ZBUF_EXPORT void zbuf_ip_stats(const zbuf_ip_stack_t *s, zbuf_ip_stats_t *out);
  * consumed in both cases; an error only counts a drop).
  *
  * **Receive.** `poll(ctx, budget)` hands at most @p budget received frames
- * to zbuf_ip_netif_input() and returns how many.  A frame is a zbuf whose
- * buffers the driver loans: it gets them back when the last zbuf that
- * references them is deleted (pool buffers return to their pool).  A driver
- * may also call zbuf_ip_netif_input() from elsewhere on the stack's thread.
+ * to zbuf_ip_netif_input() and returns how many frames it took from the
+ * device.  A frame is a zbuf whose buffers the driver loans: it gets them
+ * back when the last zbuf that references them is deleted (pool buffers
+ * return to their pool).  A driver may also call zbuf_ip_netif_input()
+ * from elsewhere on the stack's thread.
+ *
+ * **Receive pool.** A driver that reads into a pool names it in @c rx_pool:
+ * the stack then keeps the pool from running dry (it copies into compact
+ * buffers, or drops, what it would otherwise hold once few buffers are
+ * left; see <zbuf/ip_opts.h>, "Receive pool pressure").  Each frame may take
+ * at most one buffer of that pool (the stack reads the pool's level only
+ * as often as that allows it to be sure of it).  Whatever the
+ * stack does, a driver must never stop reading because its pool is empty:
+ * it goes on taking frames from the device, up to the budget, into a
+ * scratch buffer of its own, drops them and reports them with
+ * zbuf_ip_netif_rx_nobuf().  A device left unread fills its queue and the
+ * stack goes deaf even to the frames that would free buffers (ACKs) or
+ * that the reserve exists for (ARP, ICMP, new connections).
  *
  * `next_deadline(ctx)` (optional) returns when the driver next needs a poll
  * without an external event (#ZBUF_IP_NEVER if not).  `detach(ctx)`
@@ -303,6 +374,9 @@ typedef struct zbuf_ip_driver {
     uint64_t (*next_deadline)(void *ctx);           /**< optional */
     void (*detach)(void *ctx);                      /**< optional */
     unsigned flags;                                 /**< ZBUF_IP_DRV_* */
+    zbuf_pool_t *rx_pool;                           /**< optional: the pool received
+                                                         frames are read into (borrowed;
+                                                         it must outlive the interface) */
 } zbuf_ip_driver_t;
 
 /**
@@ -364,6 +438,14 @@ ZBUF_EXPORT zbuf_ip_netif_t *zbuf_ip_netif_next(zbuf_ip_stack_t *s, zbuf_ip_neti
  *         nobody listens ...) — for tests; drivers may ignore it.
  */
 ZBUF_EXPORT int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame);
+
+/**
+ * @brief Report @p frames frames a driver read from its device and dropped
+ *        because its pool had no buffer (for drivers; see
+ *        #zbuf_ip_driver_t).  Counted in zbuf_ip_stats_t::rx_no_buffer and
+ *        rx_drops.  NULL is a no-op.
+ */
+ZBUF_EXPORT void zbuf_ip_netif_rx_nobuf(zbuf_ip_netif_t *nif, unsigned frames);
 
 /** @brief The stack an interface belongs to. */
 ZBUF_EXPORT zbuf_ip_stack_t *zbuf_ip_netif_stack(const zbuf_ip_netif_t *nif);
@@ -447,6 +529,32 @@ ZBUF_EXPORT void zbuf_ip_link_set_impairments(zbuf_ip_link_t *l, double loss, do
 /** @brief Copy the link's counters. */
 ZBUF_EXPORT void zbuf_ip_link_stats(const zbuf_ip_link_t *l, zbuf_ip_link_stats_t *out);
 
+/**
+ * @brief Watches the frames a link carries, like a capture on the wire.
+ * @param side   the side that sent the frame (0 or 1).
+ * @param frame  borrowed for the call; read it (zbuf_copyout(), zbuf_peek()),
+ *               do not change or keep it.
+ *
+ * Runs on the sending stack's thread, inside that stack's call that sent the
+ * frame, before impairments; it must not call into either stack.
+ */
+typedef void (*zbuf_ip_link_monitor_cb)(void *arg, int side, const zbuf_t *frame);
+
+/** @brief Set the link's monitor (NULL: none). */
+ZBUF_EXPORT void zbuf_ip_link_set_monitor(zbuf_ip_link_t *l, zbuf_ip_link_monitor_cb cb,
+                                          void *arg);
+
+/**
+ * @brief Put a frame on the link as if side @p side had sent it: a third
+ *        station on the segment (tests use it to play an attacker that
+ *        forges addresses).  The frame meets the link's impairments and,
+ *        in copy_to_pool mode, the receiving side's pool like any other.
+ * @param frame  consumed in every case.
+ * @return 0; `-EINVAL` (bad side, NULL); `-ENOTCONN` (the other side has no
+ *         interface); `-ENOBUFS` (the queue is full).
+ */
+ZBUF_EXPORT int zbuf_ip_link_inject(zbuf_ip_link_t *l, int side, zbuf_t *frame);
+
 /** @brief Delete a link: removes the attached interfaces and deletes the
  *         frames in flight.  NULL is a no-op. */
 ZBUF_EXPORT void zbuf_ip_link_delete(zbuf_ip_link_t *l);
@@ -510,13 +618,47 @@ ZBUF_EXPORT int zbuf_ip_udp_bind(zbuf_ip_udp_t *u, uint32_t addr, uint16_t port)
 ZBUF_EXPORT void zbuf_ip_udp_set_recv(zbuf_ip_udp_t *u, zbuf_ip_udp_recv_cb cb, void *arg);
 
 /**
+ * @brief Error callback of a UDP PCB: an ICMP destination unreachable
+ *        message quoted a datagram this PCB sent to @p dst : @p dport.
+ * @param err  `-ECONNREFUSED` (port unreachable), `-ENOPROTOOPT` (protocol
+ *             unreachable), `-EHOSTUNREACH`, `-ENETUNREACH`, `-EMSGSIZE`
+ *             (fragmentation needed).
+ *
+ * Runs on the stack's thread inside zbuf_ip_poll() (or whichever call fed
+ * the ICMP message in).  The PCB stays usable.
+ */
+typedef void (*zbuf_ip_udp_error_cb)(void *arg, zbuf_ip_udp_t *pcb, int err, uint32_t dst,
+                                     uint16_t dport);
+
+/**
+ * @brief Set the error callback (NULL: errors are ignored, the default).
+ *
+ * Only messages about one of the last four destinations this PCB sent to
+ * are passed on (RFC 5927: an error must quote something we sent); the
+ * others are counted in zbuf_ip_stats_t::icmp_errors_ignored.
+ */
+ZBUF_EXPORT void zbuf_ip_udp_set_error(zbuf_ip_udp_t *u, zbuf_ip_udp_error_cb cb, void *arg);
+
+/**
+ * @brief Let the PCB receive datagrams sent to a broadcast address (the
+ *        limited broadcast or its interface's directed broadcast) and send
+ *        to one, like SO_BROADCAST.  Off by default: such datagrams are
+ *        dropped (zbuf_ip_stats_t::udp_bcast_drops), so that a service
+ *        never answers a broadcast unless it asked to (RFC 1122 3.2.2 and
+ *        the "fraggle" amplification), and zbuf_ip_udp_sendto() to a
+ *        broadcast address fails with `-EACCES`.
+ */
+ZBUF_EXPORT void zbuf_ip_udp_set_broadcast(zbuf_ip_udp_t *u, bool on);
+
+/**
  * @brief Send one datagram.  The payload is not copied: headers go in front
  *        of it (into its headroom or a small new segment).
  * @param data  consumed on success; on failure the caller keeps it unchanged.
  *        A datagram larger than the interface's MTU is sent as IPv4
  *        fragments, each a zbuf_dup() of its range behind its own header.
  * @return 0; `-EINVAL`; `-EMSGSIZE` (payload above 65507 bytes, the IPv4
- *         limit); `-ENETUNREACH`; `-ENOMEM`.
+ *         limit); `-ENETUNREACH`; `-EACCES` (a broadcast address without
+ *         zbuf_ip_udp_set_broadcast()); `-ENOMEM`.
  */
 ZBUF_EXPORT int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst,
                                    uint16_t dport);
@@ -677,6 +819,12 @@ typedef struct zbuf_ip_tcp_info {
     uint32_t min_rtt_ms;       /**< smallest round-trip time measured (UINT32_MAX: none) */
     size_t lost_bytes;         /**< bytes deemed lost, not yet acknowledged or SACKed */
     size_t sacked_bytes;       /**< bytes the peer SACKed above the cumulative ACK */
+    size_t rcv_mem;            /**< receive memory held, as charged (out-of-order queue
+                                    and bytes not yet released with
+                                    zbuf_ip_tcp_recved()); see #ZBUF_IP_TCP_RCV_MEM_MULT */
+    uint16_t pmtu;             /**< path MTU (the interface's, or lower after ICMP
+                                    "fragmentation needed") */
+    bool syncookie;            /**< the connection was made from a SYN cookie */
 } zbuf_ip_tcp_info_t;
 
 /** @brief Fill @p out.  @return 0; `-EINVAL`. */

@@ -28,6 +28,46 @@
 #define ZBUF_IP_POLL_BUDGET 64
 #endif
 
+/*
+ * Receive pool pressure.  A driver that reads frames into a pool names it
+ * in zbuf_ip_driver_t::rx_pool; the stack then watches how many of its
+ * buffers are left whenever it is about to keep a received payload beyond
+ * the frame's processing (TCP receive and out-of-order queues, UDP
+ * delivery, fragments waiting for reassembly, datagrams waiting for ARP):
+ *
+ * - above the pressure mark, payload stays in the driver's buffers (zero
+ *   copy);
+ * - at or below it, a payload that uses less than half of the buffers it
+ *   pins (a 1-byte segment in a 1.5 KiB buffer) is collapsed: copied into
+ *   a compact buffer of its own size (counted in zbuf_stats_t::bytes_copied
+ *   and zbuf_ip_stats_t::rx_collapsed_bytes), so that the driver's buffer
+ *   goes back to the pool at once;
+ * - at or below the reserve mark, nothing received pins a pool buffer any
+ *   more: data that makes progress (in-order TCP, UDP datagrams, replies
+ *   waiting for ARP) is collapsed whatever its size, data that may never be
+ *   used (out-of-order segments, fragments) is dropped, and the
+ *   out-of-order queues and reassemblies that still pin pool buffers are
+ *   pruned (once each time the reserve is reached).  The reserve is what
+ *   ARP, ICMP, new connections and connections that make progress keep
+ *   receiving into.
+ *
+ * These are the only copies the stack makes of received payload.  A driver
+ * whose pool is empty still reads (and drops) what the device has, so it
+ * never stops reading; see zbuf_ip_driver_t.
+ */
+
+/** Pool pressure mark: pressure when at most capacity / this many buffers
+ *  are left (default 4: a quarter). */
+#ifndef ZBUF_IP_RX_PRESSURE_DIV
+#define ZBUF_IP_RX_PRESSURE_DIV 4
+#endif
+
+/** Pool reserve mark: at most capacity / this many buffers left (default
+ *  16), and at least one buffer. */
+#ifndef ZBUF_IP_RX_RESERVE_DIV
+#define ZBUF_IP_RX_RESERVE_DIV 16
+#endif
+
 /** Largest MTU accepted for an interface (bytes of IP packet; up to 65535,
  *  the IPv4 limit, as Linux's loopback uses).  Only a bound: an interface's
  *  MTU is set in zbuf_ip_netif_config_t and defaults to 1500. */
@@ -37,11 +77,47 @@
 
 /* ------------------------------------------------------------------- ARP */
 
-/** Entries of the ARP cache (resolved and pending together).  When full, a
- *  new entry evicts the oldest resolved one; pending ones are never evicted,
- *  so a flood of unresolvable destinations cannot grow memory. */
+/*
+ * The neighbour table has two parts with separate bounds, so that
+ * addresses that never resolve cannot push out those that did:
+ *
+ * - resolved entries (#ZBUF_IP_ARP_ENTRIES).  A new one (an answer to one
+ *   of our requests, or a request for us from a new neighbour) takes a free
+ *   place or the place of the least recently used entry that is not in use
+ *   (not used to send for #ZBUF_IP_ARP_IN_USE_MS); when every entry is in
+ *   use the new address is not cached (what waited for it is still sent);
+ * - pending entries (#ZBUF_IP_ARP_PENDING), each with the datagrams waiting
+ *   for it.  A new one takes a free place or evicts the OLDEST pending entry
+ *   (its datagrams are dropped): a real neighbour answers within a round
+ *   trip, so it is rarely the oldest, and never a resolved entry.
+ *
+ * ARP requests leave at most #ZBUF_IP_ARP_REQUESTS_PER_SEC per second per
+ * stack (a token bucket holding one second's worth): a flood of datagrams
+ * to unresolvable addresses (spoofed sources we answer) cannot turn into a
+ * broadcast flood.  A request held back by the limit is sent at the entry's
+ * next retry if there is a token then.
+ */
+
+/** Resolved entries of the ARP cache. */
 #ifndef ZBUF_IP_ARP_ENTRIES
 #define ZBUF_IP_ARP_ENTRIES 64
+#endif
+
+/** Pending entries (addresses being resolved), separate from the resolved
+ *  ones. */
+#ifndef ZBUF_IP_ARP_PENDING
+#define ZBUF_IP_ARP_PENDING 16
+#endif
+
+/** A resolved entry used to send within this many milliseconds is in use:
+ *  no new entry takes its place. */
+#ifndef ZBUF_IP_ARP_IN_USE_MS
+#define ZBUF_IP_ARP_IN_USE_MS 30000
+#endif
+
+/** ARP requests sent per second per stack at most. */
+#ifndef ZBUF_IP_ARP_REQUESTS_PER_SEC
+#define ZBUF_IP_ARP_REQUESTS_PER_SEC 50
 #endif
 
 /*
@@ -211,6 +287,40 @@
 #define ZBUF_IP_TCP_OOO_SEGS 128
 #endif
 
+/*
+ * Receive memory per connection.  What a connection holds of received data
+ * is charged by what it pins, as Linux charges an skb's truesize, not by
+ * its payload: each segment costs the whole buffer behind it (at most 2 KiB
+ * more than the bytes it uses, so that slices of one large shared buffer
+ * are not charged many times) plus 128 bytes for the descriptors.  Far
+ * from the limit a segment is charged the most it can pin (its length plus
+ * 2 KiB plus 128 bytes, found without looking at its buffers); near the
+ * limit, exactly.  The charge covers the out-of-order queue and the bytes
+ * delivered to the application and not yet released with
+ * zbuf_ip_tcp_recved().
+ *
+ * A segment that would take a connection past its limit is first collapsed
+ * into a compact buffer (a counted copy) if that makes it cheaper; an
+ * out-of-order queue beyond it is pruned from its far end; what still does
+ * not fit is dropped (zbuf_ip_stats_t::tcp_rcv_mem_drops) and the peer sends
+ * it again.  The window advertised follows the memory left: the free part
+ * of the limit times the ratio of payload to charge seen on the
+ * connection (as Linux's scaling_ratio), so that a peer sending tiny
+ * segments sees the window close instead of filling memory, and a peer
+ * sending full-sized ones gets the whole #ZBUF_IP_TCP_RCV_BUF.
+ */
+
+/** Receive memory limit per connection, as a multiple of its receive
+ *  window (run-time: zbuf_ip_config_t::tcp_rcv_mem sets it in bytes).
+ *  Three times lets full-sized segments use the whole window in every
+ *  buffer layout: 1448 bytes cost 1646 in a TAP buffer, 2176 in a 2 KiB
+ *  pool buffer and 3624 as a slice of a large buffer shared with the
+ *  sender (the in-memory link); Linux's receive buffer is twice its window
+ *  for the same reason.  With the defaults: 768 KiB. */
+#ifndef ZBUF_IP_TCP_RCV_MEM_MULT
+#define ZBUF_IP_TCP_RCV_MEM_MULT 3
+#endif
+
 /** MSS the stack uses when the peer sends no MSS option (RFC 9293: 536). */
 #ifndef ZBUF_IP_TCP_DEFAULT_MSS
 #define ZBUF_IP_TCP_DEFAULT_MSS 536
@@ -276,6 +386,48 @@
 #define ZBUF_IP_TCP_SYN_RETRIES 6
 #endif
 
+/*
+ * SYN flood defence.
+ *
+ * - SYN cookies (RFC 4987), on by default (run-time switch
+ *   zbuf_ip_config_t::tcp_no_syncookies): a SYN that finds its listener's
+ *   backlog of half-open connections full, or no PCB free, is answered by a
+ *   SYN-ACK whose initial sequence number encodes the connection, and
+ *   nothing is kept.  The scheme is Linux's: ISN = H1(4-tuple) + the peer's
+ *   ISN + (minute counter << 24) + ((H2(4-tuple, counter) + MSS index) mod
+ *   2^24), H1 and H2 keyed SipHash-2-4, the MSS one of 536, 1300, 1440 and
+ *   1460 (the largest not above the peer's); with timestamps, the low six
+ *   bits of our TSval carry the peer's window scale (4 bits, 15 for none)
+ *   and SACK-permitted (1 bit), and come back in the TSecr of the ACK.
+ *   Without timestamps the SYN-ACK offers neither window scaling nor SACK
+ *   (as Linux).  An ACK that completes a cookie within
+ *   #ZBUF_IP_TCP_COOKIE_AGE_MS of the SYN creates the connection, if the
+ *   listener sent cookies lately.
+ * - Fewer SYN-ACK retransmissions under pressure: while a listener's
+ *   backlog is half full or it sent SYN cookies in the last
+ *   #ZBUF_IP_TCP_COOKIE_AGE_MS, a half-open connection gets
+ *   #ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE retransmissions, not
+ *   #ZBUF_IP_TCP_SYN_RETRIES, so that those from spoofed sources go within
+ *   seconds instead of two minutes.
+ * - Early drop: when every PCB is taken, a new connection (passive or
+ *   active) recycles the oldest TIME_WAIT PCB the application gave back,
+ *   or else the oldest half-open connection whose SYN-ACK already went
+ *   unanswered; an ICMP destination unreachable about a half-open
+ *   connection ends it at once.
+ */
+
+/** SYN-ACK retransmissions of a half-open connection while its listener's
+ *  backlog is at least half full. */
+#ifndef ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE
+#define ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE 2
+#endif
+
+/** Lifetime of a SYN cookie, milliseconds: two to three ticks of its
+ *  64-second counter, about Linux's two minutes. */
+#ifndef ZBUF_IP_TCP_COOKIE_AGE_MS
+#define ZBUF_IP_TCP_COOKIE_AGE_MS 128000
+#endif
+
 /** Delayed-ACK timeout, milliseconds (RFC 9293: under 500 ms). */
 #ifndef ZBUF_IP_TCP_DELACK_MS
 #define ZBUF_IP_TCP_DELACK_MS 40
@@ -287,9 +439,29 @@
 #define ZBUF_IP_TCP_TIME_WAIT_MS 60000
 #endif
 
-/** Challenge ACKs (RFC 5961) sent per second per stack at most. */
+/*
+ * Challenge ACKs (RFC 5961) are limited as Linux limits them since
+ * CVE-2016-5696: per connection, at most one every
+ * #ZBUF_IP_TCP_INVALID_RATELIMIT_MS (the same limit as the ACKs to
+ * PAWS-dropped and out-of-window segments without payload); and per stack a
+ * budget per second that is drawn at random each second between half and
+ * one and a half times #ZBUF_IP_TCP_CHALLENGE_ACKS.  An off-path attacker
+ * can therefore neither exhaust a budget shared with the connection it
+ * probes nor count the ACKs of a fixed one to learn whether the
+ * connection exists.
+ */
+
+/** Challenge ACKs per second per stack, on average (see above). */
 #ifndef ZBUF_IP_TCP_CHALLENGE_ACKS
-#define ZBUF_IP_TCP_CHALLENGE_ACKS 100
+#define ZBUF_IP_TCP_CHALLENGE_ACKS 1000
+#endif
+
+/** Smallest path MTU an ICMP "fragmentation needed" message may set for a
+ *  connection (path-MTU discovery, RFC 1191): below it the message is
+ *  taken as this value, so that forged messages cannot make the stack send
+ *  tiny segments (Linux's min_pmtu: 552). */
+#ifndef ZBUF_IP_TCP_PMTU_MIN
+#define ZBUF_IP_TCP_PMTU_MIN 552
 #endif
 
 /** Segments in flight per connection at most (each has a 24-byte record of
@@ -346,8 +518,12 @@
 #if ZBUF_IP_MAX_MTU < 576 || ZBUF_IP_MAX_MTU > 65535
 #error "ZBUF_IP_MAX_MTU must be 576..65535"
 #endif
-#if ZBUF_IP_ARP_ENTRIES < 1 || ZBUF_IP_ARP_QUEUE < 1 || ZBUF_IP_ARP_TRIES < 1
-#error "ARP table, queue and tries must be at least 1"
+#if ZBUF_IP_ARP_ENTRIES < 1 || ZBUF_IP_ARP_PENDING < 1 || ZBUF_IP_ARP_QUEUE < 1 || \
+    ZBUF_IP_ARP_TRIES < 1 || ZBUF_IP_ARP_REQUESTS_PER_SEC < 1
+#error "ARP tables, queue, tries and request rate must be at least 1"
+#endif
+#if ZBUF_IP_RX_PRESSURE_DIV < 2 || ZBUF_IP_RX_RESERVE_DIV <= ZBUF_IP_RX_PRESSURE_DIV
+#error "need 2 <= ZBUF_IP_RX_PRESSURE_DIV < ZBUF_IP_RX_RESERVE_DIV (the reserve below the pressure mark)"
 #endif
 #if ZBUF_IP_ARP_QUEUE_BYTES < 65535 + 2048 || ZBUF_IP_ARP_QUEUE_TOTAL_BYTES < ZBUF_IP_ARP_QUEUE_BYTES
 #error "ZBUF_IP_ARP_QUEUE_BYTES must hold a 65535-byte datagram, and the total at least that"
@@ -397,6 +573,21 @@
 #endif
 #if ZBUF_IP_TCP_BURST < 1 || ZBUF_IP_TCP_INIT_CWND < 1 || ZBUF_IP_TCP_OOO_SEGS < 0
 #error "burst and initial window must be at least 1"
+#endif
+#if ZBUF_IP_TCP_RCV_MEM_MULT < 1 || ZBUF_IP_TCP_RCV_MEM_MULT > 64
+#error "ZBUF_IP_TCP_RCV_MEM_MULT must be 1..64"
+#endif
+#if ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE < 0 || ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE > ZBUF_IP_TCP_SYN_RETRIES
+#error "ZBUF_IP_TCP_SYNACK_RETRIES_PRESSURE must be 0..ZBUF_IP_TCP_SYN_RETRIES"
+#endif
+#if ZBUF_IP_TCP_COOKIE_AGE_MS < 64000 || ZBUF_IP_TCP_COOKIE_AGE_MS > 64000 * 200
+#error "ZBUF_IP_TCP_COOKIE_AGE_MS must be 64000..12800000 (the counter has 8 bits)"
+#endif
+#if ZBUF_IP_TCP_CHALLENGE_ACKS < 2
+#error "ZBUF_IP_TCP_CHALLENGE_ACKS must be at least 2"
+#endif
+#if ZBUF_IP_TCP_PMTU_MIN < 68 || ZBUF_IP_TCP_PMTU_MIN > 1500
+#error "ZBUF_IP_TCP_PMTU_MIN must be 68..1500"
 #endif
 #if ZBUF_IP_TCP_TX_SEGS_MAX < 16 || (ZBUF_IP_TCP_TX_SEGS_MAX & (ZBUF_IP_TCP_TX_SEGS_MAX - 1))
 #error "ZBUF_IP_TCP_TX_SEGS_MAX must be a power of two, at least 16"

@@ -29,11 +29,13 @@
  * iteration, after the loop's other handles had their turn; and frames of an
  * in-memory link that are due keep zbuf_ip_next_deadline() in the past, so
  * the timer fires at once.  Level triggering has one trap: a descriptor that
- * stays readable while the driver cannot read (its receive pool is empty,
- * every buffer held by zbufs the application keeps) would wake the loop
- * again and again.  The integration notices a readable event after which
- * the stack read nothing and stops watching that descriptor for
- * #ZBUF_IP_UV_RETRY_MS; frames wait in the kernel's queue meanwhile.
+ * stays readable while the driver does not read would wake the loop again
+ * and again.  The bundled TAP driver always reads (with its pool empty it
+ * reads and drops, and the stack keeps the pool from running dry: see
+ * zbuf_ip_driver_t), but a driver might not; so the integration notices a
+ * readable event after which the stack read nothing and stops watching
+ * that descriptor for #ZBUF_IP_UV_RETRY_MS; frames wait in the kernel's
+ * queue meanwhile.
  *
  * **Idle.**  With nothing due the loop blocks: the timer is stopped when
  * the stack has no deadline and is re-armed only when the deadline moves.
