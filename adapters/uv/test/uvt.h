@@ -82,6 +82,8 @@ struct uvt_sink {
 /* Start reading s into k (k is stored in the handle's data). */
 void uvt_sink_start(zbuf_uv_stream_t *s, struct uvt_sink *k, zbuf_pool_t *pool);
 void uvt_sink_free(struct uvt_sink *k);
+/* Delete the zbufs the sink holds (outside any read callback). */
+void uvt_sink_release(struct uvt_sink *k);
 /* Run the loop until the sink holds at least len bytes, or saw EOF or an
  * error, or ms milliseconds pass. */
 void uvt_sink_wait(struct uvt_sink *k, size_t len, unsigned ms);
