@@ -156,10 +156,12 @@ static void drop_cur(zbuf_uv_stream_t *zs)
     zs->cur_used_ = 0;
 }
 
-/* Whether no zbuf uses the kept buffer any more (only our reference). */
+/* Whether no zbuf uses the kept buffer any more (only our reference).  The
+ * check has acquire ordering: a zbuf deleted on another thread is done
+ * with the bytes before the next read overwrites them. */
 static bool cur_idle(const zbuf_uv_stream_t *zs)
 {
-    return zs->cur_ != NULL && zbuf_buf_refs(zs->cur_) == 1;
+    return zs->cur_ != NULL && zbuf_buf_writable(zs->cur_);
 }
 
 /* A new buffer from the stream's share of the pool, or an error kept for

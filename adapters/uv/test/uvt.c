@@ -61,6 +61,12 @@ void uvt_fini(void)
 {
     if (uvt_loop != NULL)
         uvt_teardown();
+    uvt_codec_fini();
+}
+
+void uvt_codec_fini(void)
+{
+    zbuf_frame_thread_flush(); /* header slabs are not leaks */
     zt_assert_no_leaks();
 }
 

@@ -96,4 +96,9 @@ void uvt_init(void);
 void uvt_fini(void);
 #define UVT_SUITE(name) TestSuite(name, .init = uvt_init, .fini = uvt_fini, .timeout = 120)
 
+/* Suite of the codec alone (no loop): the leak check of ZT_SUITE, after
+ * the test thread's header slabs were given back. */
+void uvt_codec_fini(void);
+#define UVT_CODEC_SUITE(name) TestSuite(name, .init = zt_leak_baseline, .fini = uvt_codec_fini)
+
 #endif
