@@ -51,6 +51,10 @@ ZBUF_EXPORT size_t zbuf_cursor_remaining(const zbuf_cursor_t *c);
 
 /**
  * @brief Copy the next @p len bytes into @p dst and advance past them.
+ *
+ * A copy of bytes: counted in zbuf_stats_t::bytes_copied (unlike the
+ * integer reads below, which decode values; see zbuf/stats.h).
+ *
  * @return 0; `-ERANGE` if fewer remain (cursor unchanged); `-EIO` for an
  *         unreadable file segment.
  */
@@ -97,7 +101,9 @@ ZBUF_EXPORT int zbuf_cursor_find(const zbuf_cursor_t *c, int byte, size_t max, s
 
 /** @name Integer reads
  *  Each reads the next bytes in the named byte order, stores the value in
- *  @p v and advances; on `-ERANGE` nothing moves and @p v is untouched. */
+ *  @p v and advances; on `-ERANGE` nothing moves and @p v is untouched.
+ *  Decoding a value is not a copy of data: nothing is added to
+ *  zbuf_stats_t::bytes_copied, wherever the bytes lie (zbuf/stats.h). */
 /** @{ */
 ZBUF_EXPORT int zbuf_cursor_read_u8(zbuf_cursor_t *c, uint8_t *v);    /**< 1 byte */
 ZBUF_EXPORT int zbuf_cursor_read_be16(zbuf_cursor_t *c, uint16_t *v); /**< big-endian 16 */
