@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config libclang-rt-14-dev
       libjemalloc-dev libcriterion-dev libuv1-dev liburing-dev
       libevent-dev liblwip-dev doxygen graphviz gnuplot-nox
-      iproute2 iputils-ping nftables procps util-linux python3 python3-scapy)
+      iproute2 iputils-ping nftables procps util-linux python3 python3-scapy valgrind)
 
 missing=()
 for p in "${pkgs[@]}"; do
