@@ -95,29 +95,46 @@ if [[ -n "$baseline" ]]; then
 
   # Instructions: one run of each variant per program, a callgrind dump at
   # the start of each broker thread.  Dump 2 is the first run, the zbuf dup
-  # broker (with its publisher and sink, the same code in both programs).
+  # broker (with its publisher and sink, the same code in both programs);
+  # the last dump (no suffix) is this tree's last variant, the zbuf broker
+  # with stream limits and stream writes, and the exit.  Valgrind runs the
+  # threads one at a time, and how reads batch up varies from run to run
+  # (a few percent): CGRUNS runs each (default 3), medians and ranges.
   cg=$root/build/bench-base/callgrind
   cgmsgs=300
-  cgrun() { # program: leaves its dumps in $cg
+  cgruns=${CGRUNS:-3}
+  total() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
+  cgrun() { # program: prints "zbuf-dup-Ir last-dump-Ir"
     rm -rf "$cg" && mkdir -p "$cg"
     (cd "$cg" && valgrind --tool=callgrind --dump-before=broker_main \
        "$1" --msgs $cgmsgs --runs 1 >/dev/null 2>&1)
+    echo "$(total "$(ls "$cg"/callgrind.out.*.2)")" \
+         "$(total "$(ls "$cg"/callgrind.out.* | grep -E 'callgrind\.out\.[0-9]+$')")"
   }
-  total() { # dump file
-    awk '/^(summary|totals):/ { print $2; exit }' "$1"
-  }
-  echo "==> callgrind, $cgmsgs messages" >&2
-  cgrun "$old"
-  iold=$(total "$(ls "$cg"/callgrind.out.*.2)")
-  cgrun "$bin/bench_uv_fanout"
-  inew=$(total "$(ls "$cg"/callgrind.out.*.2)")
-  ilim=$(total "$(ls "$cg"/callgrind.out.* | grep -E 'callgrind\.out\.[0-9]+$')")
-  awk -v o="$iold" -v n="$inew" -v l="$ilim" -v m=$cgmsgs -v rev="$rev" -v here="$here" 'BEGIN {
-    printf "\n| build | user-space instructions per message (zbuf broker, publisher and sink) |\n"
-    printf "| --- | ---: |\n"
-    printf "| %s (before) | %.0f |\n| %s (after) | %.0f (%.3fx) |\n", rev, o / m, here, n / m, n / o
-    printf "| %s, limits + stream writes (with the exit) | %.0f (%.3fx) |\n", here, l / m, l / o
-  }'
+  echo "==> callgrind, $cgmsgs messages, $cgruns runs each" >&2
+  cgres=$(mktemp)
+  for ((r = 0; r < cgruns; r++)); do
+    echo "$(cgrun "$old") $(cgrun "$bin/bench_uv_fanout")" >>"$cgres"
+  done
+  awk -v m=$cgmsgs -v rev="$rev" -v here="$here" '
+    function med(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+                                       if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+                                     return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+    function row(name, a, k, base,   md) {
+      md = med(a, k) # sorts a
+      printf "| %s | %.0f (%.0f-%.0f) |", name, md / m, a[1] / m, a[k] / m
+      if (base > 0) printf " %.3fx |\n", md / base; else printf " |\n"
+    }
+    { k++; o[k] = $1; n[k] = $3; l[k] = $4 }
+    END {
+      printf "\n| build | user-space instructions per message, median (range) | after / before |\n"
+      printf "| --- | ---: | ---: |\n"
+      ob = med(o, k)
+      row(rev " (before), zbuf dup", o, k, 0)
+      row(here " (after), zbuf dup", n, k, ob)
+      row(here " (after), limits + stream writes, with the exit", l, k, ob)
+    }' "$cgres"
+  rm -f "$cgres"
   exit 0
 fi
 

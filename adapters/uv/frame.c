@@ -66,6 +66,7 @@ struct zbuf_frame_decoder {
     const zbuf_buf_t *fit_buf;  /* the buffer of fit_seg */
     zbuf_pool_t *fit_pool;      /* the pool counted */
     size_t fit_bufs;
+    size_t fit_limit;           /* buffers its reader may hold, read once per frame */
 };
 
 /* Bytes of the shortest LEB128 form of v. */
@@ -336,8 +337,13 @@ static bool cannot_fit(zbuf_frame_decoder_t *d)
     for (; s != NULL; s = zbuf_seg_next(z, s)) {
         const zbuf_buf_t *b = zbuf_seg_buf(z, s);
         zbuf_pool_t *p = zbuf_buf_pool(b);
-        if (d->fit_pool == NULL)
+        if (d->fit_pool == NULL && p != NULL) {
             d->fit_pool = p;
+            d->fit_limit = zbuf_pool_capacity(p);
+            zbuf_pool_quota_t *q = zbuf_buf_quota(b);
+            if (q != NULL && zbuf_pool_quota_limit(q) < d->fit_limit)
+                d->fit_limit = zbuf_pool_quota_limit(q);
+        }
         if (p != NULL && p == d->fit_pool && b != d->fit_buf)
             d->fit_bufs++;
         d->fit_buf = b;
@@ -348,10 +354,7 @@ static bool cannot_fit(zbuf_frame_decoder_t *d)
     zbuf_pool_t *pool = zbuf_buf_pool(lb);
     if (pool == NULL || pool != d->fit_pool)
         return false; /* not (only) pool buffers: nothing to count against */
-    size_t limit = zbuf_pool_capacity(pool);
-    zbuf_pool_quota_t *q = zbuf_buf_quota(lb);
-    if (q != NULL && zbuf_pool_quota_limit(q) < limit)
-        limit = zbuf_pool_quota_limit(q);
+    size_t limit = d->fit_limit;
     size_t size = zbuf_pool_buf_size(pool);
     size_t room = size - zbuf_seg_buf_offset(z, last) - zbuf_seg_length(z, last);
     size_t rest = d->hdr_len + d->payload - zbuf_length(z);

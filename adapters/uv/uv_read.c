@@ -28,10 +28,10 @@
  * - When the socket is drained (libuv reports EAGAIN) and no zbuf uses it.
  * - When the zbufs that used it are deleted later, outside the read
  *   callback, it is *kept idle*: only the adapter references it.  The next
- *   read reuses it from its start; and since the stream is registered as a
- *   holder of its pool, any reader that finds the pool dry asks the holders
- *   to give back such buffers (see "the registry" below).  zbuf_uv_stats()
- *   reports them meanwhile.
+ *   read reuses it from its start; and since a stream that keeps a buffer
+ *   past its read callback registers as a holder of the pool, any reader
+ *   that finds the pool dry asks the holders to give back such buffers
+ *   (see "the registry" below).  zbuf_uv_stats() reports them meanwhile.
  *
  * Writing into the free part of a buffer other zbufs reference is safe:
  * those zbufs' segments cover only bytes before cur_used_, and the core
@@ -143,14 +143,14 @@ static void set_cur(zbuf_uv_stream_t *zs, zbuf_buf_t *b)
 {
     zs->cur_ = b;
     zs->cur_used_ = 0;
-    zbuf_uv__hold(&zs->wait_, zs->pool_);
 }
 
 static void drop_cur(zbuf_uv_stream_t *zs)
 {
     if (zs->cur_ == NULL)
         return;
-    zbuf_uv__hold(&zs->wait_, NULL);
+    if (zs->wait_.hpool != NULL)
+        zbuf_uv__hold(&zs->wait_, NULL);
     zbuf_buf_unref(zs->cur_); /* after: it may notify the registry */
     zs->cur_ = NULL;
     zs->cur_used_ = 0;
@@ -162,6 +162,18 @@ static void drop_cur(zbuf_uv_stream_t *zs)
 static bool cur_idle(const zbuf_uv_stream_t *zs)
 {
     return zs->cur_ != NULL && zbuf_buf_writable(zs->cur_);
+}
+
+/* The read callback returned, or the socket is drained: the buffer goes
+ * back if no zbuf uses it; if one does, the stream keeps it for its next
+ * read, registered as a holder of the pool (once: a buffer filled and let
+ * go within a burst of reads never is). */
+static void keep_or_drop(zbuf_uv_stream_t *zs)
+{
+    if (cur_idle(zs))
+        drop_cur(zs);
+    else if (zs->cur_ != NULL && zs->wait_.hpool == NULL)
+        zbuf_uv__hold(&zs->wait_, zs->pool_);
 }
 
 /* A new buffer from the stream's share of the pool, or an error kept for
@@ -293,8 +305,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         /* The callback may have stopped, restarted or closed the stream,
          * which drops cur_.  A buffer its zbufs no longer use goes back now:
          * the socket may be drained, and libuv may not call again. */
-        if (cur_idle(zs))
-            drop_cur(zs);
+        keep_or_drop(zs);
     } else if (nread == UV_ENOBUFS) {
         int rc = pause_reading(zs);
         if (rc < 0)
@@ -303,12 +314,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             zs->read_cb_(zs, UV_ENOBUFS, NULL);
     } else if (nread < 0) {
         end_reading(zs, nread); /* UV_EOF, UV_ECONNRESET ... */
-    } else if (zs->cur_ != NULL && (zs->cur_used_ == 0 || cur_idle(zs))) {
-        /* nread == 0: EAGAIN, the socket is drained.  A buffer no zbuf uses
-         * goes back to the pool, so that idle connections hold none; one
-         * that received zbufs still use stays, its free tail for the next
-         * read. */
-        drop_cur(zs);
+    } else if (zs->cur_ != NULL && zs->cur_used_ == 0) {
+        drop_cur(zs); /* nread == 0: EAGAIN, the socket is drained */
+    } else {
+        keep_or_drop(zs);
     }
 }
 

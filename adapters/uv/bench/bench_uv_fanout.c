@@ -128,13 +128,6 @@ static void check_congestion_cleared(void)
 
 static void note_queue(struct sub *s)
 {
-    if (B.v == V_ZBUF_LIM) { /* water marks: full now; the drain callback clears it */
-        if (!s->congested && zbuf_uv_write_full(&s->zs)) {
-            s->congested = true;
-            B.ncongested++;
-        }
-        return;
-    }
     size_t q = zbuf_uv_write_queue_size(&s->zs.stream);
     if (!s->congested && q > HIGH_WATER) {
         s->congested = true;
@@ -146,6 +139,16 @@ static void note_queue(struct sub *s)
 }
 
 static void maybe_close_all(void);
+
+/* V_ZBUF_LIM: congestion from the water marks, cleared by the drain
+ * callback (the other variants poll the queue size in note_queue()). */
+static void note_full(struct sub *s)
+{
+    if (!s->congested && zbuf_uv_write_full(&s->zs)) {
+        s->congested = true;
+        B.ncongested++;
+    }
+}
 
 static void sub_drained(zbuf_uv_stream_t *zs)
 {
@@ -174,6 +177,29 @@ static void zbuf_delivered(uv_stream_t *st, int status, void *arg)
     sub_written((struct sub *)st, status);
 }
 
+static void lim_delivered(uv_stream_t *st, int status, void *arg)
+{
+    (void)st;
+    (void)arg;
+    if (status < 0)
+        bench_die("subscriber write", status);
+    maybe_close_all(); /* congestion: note_full() and the drain callback */
+}
+
+/* V_ZBUF_LIM's fan-out of one frame. */
+static void lim_fan_out(zbuf_t *m)
+{
+    for (int i = 0; i < B.nsubs_conn; i++) {
+        zbuf_t *d;
+        int rc;
+        if ((rc = zbuf_dup(m, 0, ZBUF_TO_END, &d)) != 0)
+            bench_die("dup", rc);
+        if ((rc = zbuf_uv_stream_write(&B.subs[i].zs, d, lim_delivered, NULL)) != 0)
+            bench_die("write", rc);
+        note_full(&B.subs[i]);
+    }
+}
+
 static void zbuf_pub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
 {
     (void)zs;
@@ -193,13 +219,16 @@ static void zbuf_pub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
     while ((rc = zbuf_frame_decoder_next(B.dec, &m)) == 0) {
         /* keep_header: m is the whole frame, forwarded as it came. */
         B.msgs_in++;
+        if (B.v == V_ZBUF_LIM) {
+            lim_fan_out(m);
+            zbuf_delete(m);
+            continue;
+        }
         for (int i = 0; i < B.nsubs_conn; i++) {
             zbuf_t *d;
             if ((rc = zbuf_dup(m, 0, ZBUF_TO_END, &d)) != 0)
                 bench_die("dup", rc);
-            rc = B.v == V_ZBUF_LIM ? zbuf_uv_stream_write(&B.subs[i].zs, d, zbuf_delivered, NULL)
-                                   : zbuf_uv_write(&B.subs[i].zs.stream, d, zbuf_delivered, NULL);
-            if (rc != 0)
+            if ((rc = zbuf_uv_write(&B.subs[i].zs.stream, d, zbuf_delivered, NULL)) != 0)
                 bench_die("write", rc);
             note_queue(&B.subs[i]);
         }

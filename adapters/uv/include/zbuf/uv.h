@@ -19,7 +19,8 @@
  * **Reading.**  A stream read through the adapter is a #zbuf_uv_stream_t: a
  * struct that begins with the libuv handle (so `handle.data` stays the
  * application's) followed by the adapter's state.  Its alloc callback hands
- * libuv the free part of a buffer taken from a zbuf pool (zbuf_pool_get());
+ * libuv the free part of a buffer taken from a zbuf pool (through the
+ * stream's quota of it, see below);
  * the read callback wraps the bytes received as one segment of a new zbuf
  * (zbuf_append_ref(), no copy) and gives that zbuf to the application.  A
  * pool buffer is filled by successive reads until little room is left in it,
@@ -31,8 +32,9 @@
  * A kept buffer whose zbufs are deleted later, outside the read callback
  * (a queued write completed, a held message deleted), goes back as soon as
  * a reader of the pool finds it dry, or when the stream reads again; until
- * then zbuf_uv_stats() reports it as an idle holding.  Size the pool for
- * the zbufs the application keeps plus one per reading stream.
+ * then zbuf_uv_stats() reports it as an idle holding.  A UDP handle keeps
+ * no buffer between receives.  Size the pool for the zbufs the application
+ * keeps plus one per reading stream.
  *
  * **One stream's share of the pool.**  Every reading stream takes its
  * buffers through its own quota of the pool (zbuf_pool_quota_create()), so
@@ -53,13 +55,14 @@
  * `UV_ENOBUFS` before it reads anything, so no byte is lost; the adapter
  * then stops reading (the kernel's socket buffer fills and TCP flow control
  * slows the peer down), tells the application once with `UV_ENOBUFS`, and
- * resumes by itself when a buffer comes back to the pool (or, for a stream at
- * its own limit, to its share); zbuf_uv_read_set_resume_cb() is told when
- * it restarts.  Reading stopped
- * this way is *paused*, not failed.  A paused reader costs nothing while it
- * waits: no timer, no polling; the loop sleeps until the pool's refill
- * notification (a zbuf_pool_add_notify() watcher) wakes it through a `uv_async_t`,
- * from whichever thread gave the buffer back.  A buffer given back on the
+ * resumes by itself when a buffer comes back to the pool (or, for a stream
+ * at its own limit, to its share); the callback of
+ * zbuf_uv_read_set_resume_cb() is told when it restarts, so that nobody
+ * needs to poll zbuf_uv_read_paused().  Reading stopped this way is
+ * *paused*, not failed.  A paused reader costs nothing while it waits: no
+ * timer, no polling; the loop sleeps until the pool's refill notification
+ * (a zbuf_pool_add_notify() watcher) or the quota's callback wakes it
+ * through a `uv_async_t`, from whichever thread gave the buffer back.  A buffer given back on the
  * loop's own thread resumes the reader in the same loop iteration (its next
  * read comes in the following one).  Several streams and UDP handles, on
  * one loop or on loops of several threads, may share a pool: they resume
