@@ -67,6 +67,7 @@ struct zbuf_frame_decoder {
     zbuf_pool_t *fit_pool;      /* the pool counted */
     size_t fit_bufs;
     size_t fit_limit;           /* buffers its reader may hold, read once per frame */
+    size_t fit_size;            /* bytes per buffer of fit_pool */
 };
 
 /* Bytes of the shortest LEB128 form of v. */
@@ -339,6 +340,7 @@ static bool cannot_fit(zbuf_frame_decoder_t *d)
         zbuf_pool_t *p = zbuf_buf_pool(b);
         if (d->fit_pool == NULL && p != NULL) {
             d->fit_pool = p;
+            d->fit_size = zbuf_pool_buf_size(p);
             d->fit_limit = zbuf_pool_capacity(p);
             zbuf_pool_quota_t *q = zbuf_buf_quota(b);
             if (q != NULL && zbuf_pool_quota_limit(q) < d->fit_limit)
@@ -350,16 +352,14 @@ static bool cannot_fit(zbuf_frame_decoder_t *d)
         d->fit_seg = s;
     }
     const zbuf_seg_t *last = d->fit_seg;
-    zbuf_buf_t *lb = zbuf_seg_buf(z, last);
-    zbuf_pool_t *pool = zbuf_buf_pool(lb);
+    zbuf_pool_t *pool = zbuf_buf_pool(d->fit_buf);
     if (pool == NULL || pool != d->fit_pool)
         return false; /* not (only) pool buffers: nothing to count against */
-    size_t limit = d->fit_limit;
-    size_t size = zbuf_pool_buf_size(pool);
+    size_t size = d->fit_size;
     size_t room = size - zbuf_seg_buf_offset(z, last) - zbuf_seg_length(z, last);
-    size_t rest = d->hdr_len + d->payload - zbuf_length(z);
+    size_t rest = d->hdr_len + d->payload - zbuf_length(z); /* > 0: incomplete */
     size_t more = rest > room ? (rest - room - 1) / size + 1 : 0;
-    return d->fit_bufs + more > limit;
+    return d->fit_bufs + more > d->fit_limit;
 }
 
 /* Parse the front header if needed and check the frame is whole. */
