@@ -252,10 +252,12 @@ void zbuf__pool_put(struct zbuf_buf *b)
         return;
     struct notify_frame frame = {p, in_notify};
     in_notify = &frame;
-    for (unsigned i = 0; i < ncalls; i++)
-        calls[i].cb(p, calls[i].arg);
+    /* The quota first: a notify callback may delete it (on this thread, so
+     * without waiting for this call). */
     if (qcall)
         qcall->cb(qcall, qcall->arg);
+    for (unsigned i = 0; i < ncalls; i++)
+        calls[i].cb(p, calls[i].arg);
     in_notify = frame.up;
     pthread_mutex_lock(&p->lock);
     if (--p->notifying == 0 && p->idle_waiters > 0)

@@ -326,3 +326,26 @@ Test(quota, copies_and_allocates_nothing_per_buffer)
     zbuf_pool_quota_delete(q);
     zbuf_pool_delete(p);
 }
+
+static void delete_quota_on_refill(zbuf_pool_t *p, void *arg)
+{
+    (void)p;
+    zbuf_pool_quota_delete(*(zbuf_pool_quota_t **)arg);
+    *(zbuf_pool_quota_t **)arg = NULL;
+}
+
+Test(quota, a_notify_callback_may_delete_a_quota_called_back_by_the_same_return)
+{
+    zbuf_pool_t *p;
+    zbuf_pool_quota_t *q;
+    zbuf_buf_t *b;
+    struct calls c = {0};
+    cr_assert_eq(zbuf_pool_create(64, 1, &p), 0);
+    cr_assert_eq(zbuf_pool_quota_create(p, 1, on_room, &c, &q), 0);
+    cr_assert_eq(zbuf_pool_set_notify(p, delete_quota_on_refill, &q), 0);
+    cr_assert_eq(zbuf_pool_quota_get(q, &b), 0);
+    zbuf_buf_unref(b); /* both due: the quota's callback runs first */
+    cr_assert_eq(c.n, 1);
+    cr_assert_null(q, "deleted by the pool's callback after");
+    zbuf_pool_delete(p);
+}

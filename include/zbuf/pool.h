@@ -155,10 +155,11 @@ typedef struct zbuf_pool_quota zbuf_pool_quota_t;
  * Runs each time the number of buffers held through @p q drops below its
  * limit again (from `limit` to `limit - 1`), on the thread that dropped the
  * last reference to the returning buffer, after the pool's lock is released,
- * like a zbuf_pool_set_notify() callback and on the same terms: it must not
- * block; it may call zbuf_pool_quota_get() and zbuf_pool_quota_delete() on
- * @p q.  Not called after zbuf_pool_delete() of the pool or
- * zbuf_pool_quota_delete() of @p q.
+ * like a zbuf_pool_set_notify() callback and on the same terms (before the
+ * pool's notify callbacks of the same return): it must not block; it may
+ * call zbuf_pool_quota_get() and zbuf_pool_quota_delete() on @p q.  Not
+ * called after zbuf_pool_delete() of the pool or zbuf_pool_quota_delete() of
+ * @p q.
  *
  * @param q    the quota.
  * @param arg  the argument given to zbuf_pool_quota_create().
