@@ -2,8 +2,9 @@
  * Cursors: sequential reads across segment boundaries.  The common case, a
  * value wholly inside the current segment, is one bounds check and a load;
  * a value that straddles segments is gathered byte by byte into a small
- * local array first.  Integer reads never copy into the caller's memory
- * through the library's copy counter: decoding a header is not a data copy.
+ * local array first.  The copy rule of zbuf/stats.h: zbuf_cursor_read()
+ * delivers bytes and counts them; integer reads decode values and count
+ * nothing, even when they gather.
  */
 #include "internal.h"
 

@@ -73,6 +73,7 @@ struct zbuf_buf {
         struct {          /* POOL */
             struct zbuf_pool *pool;
             struct zbuf_buf *next_free; /* valid while in the pool's free list */
+            struct zbuf_pool_quota *quota; /* charged to while out of the pool, or NULL */
         } pool;
     } u;
 };

@@ -17,6 +17,15 @@
  * pool (it would wait for itself): each thread keeps the callbacks it is in
  * on a list of stack frames, `in_notify`.  A pool deleted from inside its
  * own callback is freed when that call returns.
+ *
+ * Quotas (zbuf_pool_quota_create()) count, under the pool's lock, the
+ * buffers taken through them that have not come back: a buffer remembers
+ * its quota while it is out (u.pool.quota) and zbuf__pool_put() uncharges
+ * it.  A quota's callback runs like a notify callback (outside the lock,
+ * counted in `notifying`, waited for by zbuf_pool_quota_delete()).  A
+ * deleted quota lives on until its last buffer is back; the pool lives on
+ * until its last quota is freed (`nquotas`), so that a late return never
+ * finds either gone.
  */
 #include <pthread.h>
 
@@ -42,10 +51,21 @@ struct zbuf_pool {
         void *arg;
     } watch[ZBUF_POOL_WATCHERS_MAX];
     unsigned nwatch;
-    unsigned notifying;     /* notify calls in flight */
+    size_t nquotas;         /* quotas not yet freed (they point at the pool) */
+    unsigned notifying;     /* notify and quota calls in flight */
     unsigned idle_waiters;  /* threads waiting on `idle` */
     pthread_cond_t idle;    /* notifying dropped to 0 */
     struct zbuf_buf hdrs[]; /* count headers, then the data area */
+};
+
+struct zbuf_pool_quota {
+    struct zbuf_pool *pool;
+    size_t limit;          /* most buffers held at once, >= 1; under the pool's lock */
+    size_t held;           /* buffers taken through it, not back yet; under the lock */
+    zbuf_pool_quota_cb cb; /* called when held drops below limit again; may be NULL */
+    void *arg;
+    bool deleted;          /* zbuf_pool_quota_delete() called: no more calls, no more
+                              buffers; freed when held reaches 0 */
 };
 
 static size_t round_up(size_t n, size_t a)
@@ -85,6 +105,7 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
     p->notify_arg = NULL;
     p->notifying = p->idle_waiters = 0;
     p->nwatch = 0;
+    p->nquotas = 0;
     uint8_t *data = (uint8_t *)round_up((uintptr_t)p + head, POOL_ALIGN);
     for (size_t i = count; i-- > 0;) {
         struct zbuf_buf *b = &p->hdrs[i];
@@ -93,6 +114,7 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
         b->base = data + i * stride;
         b->size = buf_size;
         b->u.pool.pool = p;
+        b->u.pool.quota = NULL;
         b->u.pool.next_free = p->free;
         p->free = b;
     }
@@ -139,7 +161,7 @@ static void wait_notify_idle(struct zbuf_pool *p)
 /* With the lock held: may the pool's memory go now? */
 static bool pool_done(const struct zbuf_pool *p)
 {
-    return p->orphaned && p->nfree == p->count && p->notifying == 0;
+    return p->orphaned && p->nfree == p->count && p->notifying == 0 && p->nquotas == 0;
 }
 
 void zbuf_pool_delete(zbuf_pool_t *p)
@@ -156,30 +178,53 @@ void zbuf_pool_delete(zbuf_pool_t *p)
         pool_free(p);
 }
 
+/* With the lock held: the first free buffer, charged to q (may be NULL),
+ * or NULL. */
+static struct zbuf_buf *take_locked(struct zbuf_pool *p, struct zbuf_pool_quota *q)
+{
+    struct zbuf_buf *b = p->deleted ? NULL : p->free;
+    if (b) {
+        p->free = b->u.pool.next_free;
+        p->nfree--;
+        b->u.pool.quota = q;
+    }
+    return b;
+}
+
+/* A buffer just taken becomes the caller's new reference. */
+static void hand_out(struct zbuf_buf *b, zbuf_buf_t **out)
+{
+    atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+    ZBUF__COUNT(bufs, 1);
+    *out = b;
+}
+
 int zbuf_pool_get(zbuf_pool_t *p, zbuf_buf_t **out)
 {
     if (p == NULL || out == NULL)
         return -EINVAL;
     pthread_mutex_lock(&p->lock);
-    struct zbuf_buf *b = p->deleted ? NULL : p->free;
-    if (b) {
-        p->free = b->u.pool.next_free;
-        p->nfree--;
-    }
+    struct zbuf_buf *b = take_locked(p, NULL);
     bool deleted = p->deleted;
     pthread_mutex_unlock(&p->lock);
     if (b == NULL)
         return deleted ? -EINVAL : -ENOBUFS;
-    atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
-    ZBUF__COUNT(bufs, 1);
-    *out = b;
+    hand_out(b, out);
     return 0;
 }
+
+/* With the lock held: uncharge a returning buffer from its quota.  Returns
+ * the quota when its callback is due (it was full and has room now), and
+ * sets *dead when the quota was deleted and this was its last buffer. */
+static struct zbuf_pool_quota *uncharge_locked(struct zbuf_pool *p, struct zbuf_buf *b,
+                                               struct zbuf_pool_quota **dead);
 
 void zbuf__pool_put(struct zbuf_buf *b)
 {
     struct zbuf_pool *p = b->u.pool.pool;
+    struct zbuf_pool_quota *dead = NULL;
     pthread_mutex_lock(&p->lock);
+    struct zbuf_pool_quota *qcall = uncharge_locked(p, b, &dead);
     b->u.pool.next_free = p->free;
     p->free = b;
     p->nfree++;
@@ -194,17 +239,23 @@ void zbuf__pool_put(struct zbuf_buf *b)
         for (unsigned i = 0; i < p->nwatch; i++)
             calls[ncalls++] = p->watch[i];
     }
-    if (ncalls)
+    if (ncalls || qcall)
         p->notifying++;
     pthread_mutex_unlock(&p->lock);
+    if (dead)
+        zbuf__free(dead, sizeof *dead);
     if (done) {
         pool_free(p);
         return;
     }
-    if (ncalls == 0)
+    if (ncalls == 0 && qcall == NULL)
         return;
     struct notify_frame frame = {p, in_notify};
     in_notify = &frame;
+    /* The quota first: a notify callback may delete it (on this thread, so
+     * without waiting for this call). */
+    if (qcall)
+        qcall->cb(qcall, qcall->arg);
     for (unsigned i = 0; i < ncalls; i++)
         calls[i].cb(p, calls[i].arg);
     in_notify = frame.up;
@@ -297,4 +348,132 @@ size_t zbuf_pool_available(const zbuf_pool_t *p)
 size_t zbuf_pool_capacity(const zbuf_pool_t *p)
 {
     return p ? p->count : 0;
+}
+
+/* ------------------------------------------------------------------ quotas */
+
+static struct zbuf_pool_quota *uncharge_locked(struct zbuf_pool *p, struct zbuf_buf *b,
+                                               struct zbuf_pool_quota **dead)
+{
+    struct zbuf_pool_quota *q = b->u.pool.quota;
+    if (q == NULL)
+        return NULL;
+    b->u.pool.quota = NULL;
+    bool was_full = q->held >= q->limit;
+    q->held--;
+    if (q->deleted) {
+        if (q->held == 0) {
+            p->nquotas--;
+            *dead = q;
+        }
+        return NULL;
+    }
+    return was_full && q->held < q->limit && q->cb != NULL && !p->deleted ? q : NULL;
+}
+
+int zbuf_pool_quota_create(zbuf_pool_t *p, size_t limit, zbuf_pool_quota_cb cb, void *arg,
+                           zbuf_pool_quota_t **out)
+{
+    if (p == NULL || limit == 0 || out == NULL)
+        return -EINVAL;
+    struct zbuf_pool_quota *q = zbuf__alloc(sizeof *q);
+    if (q == NULL)
+        return -ENOMEM;
+    *q = (struct zbuf_pool_quota){.pool = p, .limit = limit, .cb = cb, .arg = arg};
+    pthread_mutex_lock(&p->lock);
+    bool deleted = p->deleted;
+    if (!deleted)
+        p->nquotas++;
+    pthread_mutex_unlock(&p->lock);
+    if (deleted) {
+        zbuf__free(q, sizeof *q);
+        return -EINVAL;
+    }
+    *out = q;
+    return 0;
+}
+
+void zbuf_pool_quota_delete(zbuf_pool_quota_t *q)
+{
+    if (q == NULL)
+        return;
+    struct zbuf_pool *p = q->pool;
+    pthread_mutex_lock(&p->lock);
+    q->deleted = true;
+    wait_notify_idle(p);
+    bool free_now = q->held == 0;
+    if (free_now)
+        p->nquotas--;
+    bool done = pool_done(p);
+    pthread_mutex_unlock(&p->lock);
+    if (free_now)
+        zbuf__free(q, sizeof *q);
+    if (done)
+        pool_free(p);
+}
+
+int zbuf_pool_quota_get(zbuf_pool_quota_t *q, zbuf_buf_t **out)
+{
+    if (q == NULL || out == NULL)
+        return -EINVAL;
+    struct zbuf_pool *p = q->pool;
+    int rc = 0;
+    struct zbuf_buf *b = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (q->deleted || p->deleted)
+        rc = -EINVAL;
+    else if (q->held >= q->limit)
+        rc = -EDQUOT;
+    else if ((b = take_locked(p, q)) == NULL)
+        rc = -ENOBUFS;
+    else
+        q->held++;
+    pthread_mutex_unlock(&p->lock);
+    if (rc == 0)
+        hand_out(b, out);
+    return rc;
+}
+
+int zbuf_pool_quota_set_limit(zbuf_pool_quota_t *q, size_t limit)
+{
+    if (q == NULL || limit == 0)
+        return -EINVAL;
+    pthread_mutex_lock(&q->pool->lock);
+    int rc = q->deleted ? -EINVAL : 0;
+    if (rc == 0)
+        q->limit = limit;
+    pthread_mutex_unlock(&q->pool->lock);
+    return rc;
+}
+
+/* Read one field of q under its pool's lock. */
+static size_t quota_read(const zbuf_pool_quota_t *q, bool limit)
+{
+    if (q == NULL)
+        return 0;
+    pthread_mutex_t *lock = &q->pool->lock;
+    pthread_mutex_lock(lock);
+    size_t v = limit ? q->limit : q->held;
+    pthread_mutex_unlock(lock);
+    return v;
+}
+
+size_t zbuf_pool_quota_held(const zbuf_pool_quota_t *q)
+{
+    return quota_read(q, false);
+}
+
+size_t zbuf_pool_quota_limit(const zbuf_pool_quota_t *q)
+{
+    return quota_read(q, true);
+}
+
+zbuf_pool_t *zbuf_buf_pool(const zbuf_buf_t *b)
+{
+    return b != NULL && b->kind == ZBUF__BUF_POOL ? b->u.pool.pool : NULL;
+}
+
+zbuf_pool_quota_t *zbuf_buf_quota(const zbuf_buf_t *b)
+{
+    return b != NULL && b->kind == ZBUF__BUF_POOL ? b->u.pool.quota : NULL;
 }

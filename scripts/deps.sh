@@ -7,7 +7,7 @@ pkgs=(cmake make gcc clang pkg-config libclang-rt-14-dev
       libjemalloc-dev libcriterion-dev libuv1-dev liburing-dev
       libevent-dev liblwip-dev libenet-dev doxygen graphviz gnuplot-nox
       iproute2 iputils-ping nftables procps util-linux python3 python3-scapy
-      groff-base man-db)
+      groff-base man-db valgrind)
 
 missing=()
 for p in "${pkgs[@]}"; do

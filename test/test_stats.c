@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "support.h"
@@ -155,6 +156,72 @@ Test(stats, copying_paths_count_exactly_their_bytes)
     cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 10, "pullup across segments");
 
     cr_assert_eq(zbuf_delete(z), 0);
+}
+
+/* The rule (zbuf/stats.h, docs/concepts.md): bytes delivered as bytes into
+ * memory outside their buffer count, values decoded do not, and looking at
+ * bytes in place does not; for every reader, wherever the bytes lie. */
+Test(stats, every_reader_follows_the_copy_rule)
+{
+    static const uint8_t src[12] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4};
+    char path[] = "/tmp/zbuf-stats-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(write(fd, src, sizeof src), (ssize_t)sizeof src);
+    /* The same 12 bytes three ways: one segment, one byte per segment, and
+     * a file segment after 2 memory bytes. */
+    zbuf_t *z[3];
+    zbuf_buf_t *fb;
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(zbuf_create(&z[k]), 0);
+    cr_assert_eq(zbuf_append_copy(z[0], src, 12), 0);
+    for (int i = 0; i < 12; i++)
+        cr_assert_eq(zbuf_append_copy(z[1], src + i, 1), 0);
+    cr_assert_eq(zbuf_append_copy(z[2], src, 2), 0);
+    cr_assert_eq(zbuf_buf_wrap_file(fd, 2, 10, NULL, NULL, &fb), 0);
+    cr_assert_eq(zbuf_append_ref(z[2], fb, 0, 10), 0);
+    zbuf_buf_unref(fb);
+
+    for (int k = 0; k < 3; k++) {
+        zbuf_cursor_t c;
+        zbuf_stats_t st = zt_stats();
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+        size_t at;
+        /* Decoding values: not copies, straddling or in a file alike. */
+        cr_assert_eq(zbuf_cursor_init(&c, z[k], 0), 0);
+        cr_assert_eq(zbuf_cursor_read_u8(&c, &u8), 0);
+        cr_assert_eq(zbuf_cursor_read_be16(&c, &u16), 0);
+        cr_assert_eq(zbuf_cursor_read_le32(&c, &u32), 0);
+        cr_assert_eq(zbuf_cursor_read_be32(&c, &u32), 0);
+        cr_assert_eq(zbuf_cursor_init(&c, z[k], 1), 0);
+        cr_assert_eq(zbuf_cursor_read_be64(&c, &u64), 0);
+        cr_assert_eq(u64, 0x3456789abcdef001ull);
+        /* Looking in place: not copies. */
+        cr_assert_eq(zbuf_find(z[k], 0, ZBUF_TO_END, 3, &at), 0);
+        cr_assert_eq(at, 10);
+        cr_assert_eq(zbuf_cursor_find(&c, 4, ZBUF_TO_END, &at), 0);
+        (void)zbuf_cursor_peek(&c, 2);
+        cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied, "layout %d: %llu counted", k,
+                     (unsigned long long)(zt_stats().bytes_copied - st.bytes_copied));
+        /* Bytes delivered as bytes: copies, however few. */
+        uint8_t out[12];
+        const void *pk;
+        cr_assert_eq(zbuf_cursor_init(&c, z[k], 3), 0);
+        cr_assert_eq(zbuf_cursor_read(&c, out, 8), 0);
+        cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 8, "cursor_read, layout %d", k);
+        cr_assert_eq(zbuf_copyout(z[k], 0, out, 1), 1);
+        cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 9, "copyout, layout %d", k);
+        cr_assert_eq(zbuf_peek(z[k], 1, 4, out, &pk), 0);
+        size_t peeked = pk == out ? 4 : 0; /* in place when it lies in one segment */
+        cr_assert_eq(peeked, k == 0 ? 0u : 4u, "layout %d", k);
+        cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied + 9 + peeked, "peek, layout %d", k);
+        zbuf_delete(z[k]);
+    }
+    close(fd);
 }
 
 Test(stats, count_copy_adds_an_outside_copy)

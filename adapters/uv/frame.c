@@ -14,8 +14,39 @@
  * Limits are checked on the header alone, before any payload is awaited,
  * so a hostile length cannot make the decoder buffer or allocate more than
  * header + max_payload + the bytes of one feed.
+ *
+ * An idle decoder holds nothing: the stream zbuf exists only while bytes
+ * are buffered (the first zbuf fed becomes it, and a frame that is all of
+ * it is handed out as it is, without a split).
+ *
+ * Frames that can never fit.  Bytes read into pool buffers hold those
+ * buffers until the frame is taken, and a reader can hold only so many:
+ * its quota's limit (zbuf_pool_quota_get(), which the libuv adapter uses
+ * for every stream) or the whole pool.  A partial frame that needs more
+ * than that would wait forever, holding what it has, and starve every
+ * other reader of the pool; so while a frame is incomplete the decoder
+ * counts the pool buffers its bytes hold and the ones the rest would need
+ * at best (the last buffer filled to its end, then whole buffers: a reader
+ * that cannot take another buffer fills the one it has, see uv_read.c), and
+ * refuses the frame with the sticky -EMSGSIZE once that is more than the
+ * limit.  Counting is incremental (new segments only), so a large frame
+ * arriving in many reads costs O(segments) in all.  Bytes that are not in
+ * pool buffers are not counted: their memory is not shared.
+ *
+ * Header slabs.  zbuf_frame_encode() writes the header into the message's
+ * headroom when it has some; when it has none (its first buffer is shared,
+ * as every received message's is), it puts the header in a small slab of
+ * the calling thread instead of a buffer of its own: a segment of a few
+ * bytes in a 1 KiB buffer that many headers share.  The thread keeps a
+ * reference to each of its slabs (so nobody else writes into them, see
+ * zbuf/buf.h on writability), reuses one from its start once no header
+ * uses it any more (only its own reference is left) and allocates only
+ * when all of them are in use: in the steady state, framing allocates
+ * nothing.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,11 +54,20 @@
 
 struct zbuf_frame_decoder {
     zbuf_frame_opts_t o;  /* max_payload already clamped to the field's range */
-    zbuf_t *stream;       /* received bytes not yet returned; front first */
+    zbuf_t *stream;       /* received bytes not yet returned, front first; NULL
+                             when there are none */
     int err;              /* sticky -EMSGSIZE / -EBADMSG, or 0 */
     bool have_hdr;        /* hdr_len/payload describe the frame at the front */
     size_t hdr_len;       /* header bytes of that frame */
     size_t payload;       /* its payload bytes, <= o.max_payload */
+    /* The pool buffers the incomplete front frame holds, counted so far
+     * (reset with have_hdr): up to and including segment fit_seg. */
+    const zbuf_seg_t *fit_seg;
+    const zbuf_buf_t *fit_buf;  /* the buffer of fit_seg */
+    zbuf_pool_t *fit_pool;      /* the pool counted */
+    size_t fit_bufs;
+    size_t fit_limit;           /* buffers its reader may hold, read once per frame */
+    size_t fit_size;            /* bytes per buffer of fit_pool */
 };
 
 /* Bytes of the shortest LEB128 form of v. */
@@ -132,10 +172,6 @@ int zbuf_frame_decoder_create(const zbuf_frame_opts_t *o, zbuf_frame_decoder_t *
     zbuf_frame_decoder_t *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return -ENOMEM;
-    if (zbuf_create(&d->stream) != 0) {
-        free(d);
-        return -ENOMEM;
-    }
     d->o = *o;
     if ((uint64_t)d->o.max_payload > field_limit(o))
         d->o.max_payload = (size_t)field_limit(o);
@@ -153,16 +189,52 @@ void zbuf_frame_decoder_delete(zbuf_frame_decoder_t *d)
 
 int zbuf_frame_decoder_feed(zbuf_frame_decoder_t *d, zbuf_t *in)
 {
-    if (d == NULL || in == NULL)
+    size_t at;
+    if (d == NULL || in == NULL || in == d->stream)
         return -EINVAL;
     if (d->err)
         return d->err;
-    return zbuf_append(d->stream, in);
+    if (d->stream != NULL)
+        return zbuf_append(d->stream, in);
+    if (zbuf_locate(in, NULL, ZBUF_REL_BEGIN, &at) != 0)
+        return -EINVAL; /* not a live zbuf (an O(1) check) */
+    if (zbuf_length(in) == 0)
+        return zbuf_delete(in); /* consumed; nothing to keep */
+    d->stream = in;             /* the first bytes become the stream */
+    return 0;
+}
+
+/* The stream lost its front: forget what was counted of it, and let an
+ * empty stream go, so that an idle decoder holds no zbuf. */
+static void front_taken(zbuf_frame_decoder_t *d)
+{
+    d->have_hdr = false;
+    d->fit_seg = NULL;
+    if (d->stream != NULL && zbuf_length(d->stream) == 0) {
+        zbuf_delete(d->stream);
+        d->stream = NULL;
+    }
+}
+
+/* Take the first n bytes of the stream as a zbuf: the stream itself when
+ * they are all of it (no split, no allocation). */
+static int take_front(zbuf_frame_decoder_t *d, size_t n, zbuf_t **out)
+{
+    if (n == zbuf_length(d->stream)) {
+        *out = d->stream;
+        d->stream = NULL;
+        front_taken(d);
+        return 0;
+    }
+    int rc = zbuf_split_head(d->stream, n, out);
+    if (rc == 0)
+        front_taken(d);
+    return rc;
 }
 
 size_t zbuf_frame_decoder_buffered(const zbuf_frame_decoder_t *d)
 {
-    return d ? zbuf_length(d->stream) : 0;
+    return d != NULL ? zbuf_length(d->stream) : 0; /* 0 for a NULL stream */
 }
 
 /* Read a LEB128 varint in shortest form.  -EAGAIN if it is not complete,
@@ -244,6 +316,8 @@ static int read_header(const zbuf_frame_opts_t *o, zbuf_cursor_t *c, size_t *hdr
  * a rejected header makes the decoder's error sticky. */
 static int parse_header(zbuf_frame_decoder_t *d)
 {
+    if (d->stream == NULL)
+        return -EAGAIN;
     zbuf_cursor_t c;
     int rc = zbuf_cursor_init(&c, d->stream, 0);
     if (rc == 0)
@@ -255,6 +329,39 @@ static int parse_header(zbuf_frame_decoder_t *d)
     return rc;
 }
 
+/* Whether the incomplete front frame can never be completed: it needs more
+ * pool buffers than its reader may hold (see the file comment). */
+static bool cannot_fit(zbuf_frame_decoder_t *d)
+{
+    const zbuf_t *z = d->stream;
+    zbuf_seg_t *s = d->fit_seg != NULL ? zbuf_seg_next(z, d->fit_seg) : zbuf_seg_first(z);
+    for (; s != NULL; s = zbuf_seg_next(z, s)) {
+        const zbuf_buf_t *b = zbuf_seg_buf(z, s);
+        zbuf_pool_t *p = zbuf_buf_pool(b);
+        if (d->fit_pool == NULL && p != NULL) {
+            d->fit_pool = p;
+            d->fit_size = zbuf_pool_buf_size(p);
+            d->fit_limit = zbuf_pool_capacity(p);
+            zbuf_pool_quota_t *q = zbuf_buf_quota(b);
+            if (q != NULL && zbuf_pool_quota_limit(q) < d->fit_limit)
+                d->fit_limit = zbuf_pool_quota_limit(q);
+        }
+        if (p != NULL && p == d->fit_pool && b != d->fit_buf)
+            d->fit_bufs++;
+        d->fit_buf = b;
+        d->fit_seg = s;
+    }
+    const zbuf_seg_t *last = d->fit_seg;
+    zbuf_pool_t *pool = zbuf_buf_pool(d->fit_buf);
+    if (pool == NULL || pool != d->fit_pool)
+        return false; /* not (only) pool buffers: nothing to count against */
+    size_t size = d->fit_size;
+    size_t room = size - zbuf_seg_buf_offset(z, last) - zbuf_seg_length(z, last);
+    size_t rest = d->hdr_len + d->payload - zbuf_length(z); /* > 0: incomplete */
+    size_t more = rest > room ? (rest - room - 1) / size + 1 : 0;
+    return d->fit_bufs + more > d->fit_limit;
+}
+
 /* Parse the front header if needed and check the frame is whole. */
 static int front_whole(zbuf_frame_decoder_t *d)
 {
@@ -264,8 +371,16 @@ static int front_whole(zbuf_frame_decoder_t *d)
         int rc = parse_header(d);
         if (rc != 0)
             return rc;
+        d->fit_seg = NULL;
+        d->fit_buf = NULL;
+        d->fit_pool = NULL;
+        d->fit_bufs = 0;
     }
-    return zbuf_length(d->stream) < d->hdr_len + d->payload ? -EAGAIN : 0;
+    if (zbuf_length(d->stream) >= d->hdr_len + d->payload)
+        return 0;
+    if (cannot_fit(d))
+        d->err = -EMSGSIZE;
+    return d->err ? d->err : -EAGAIN;
 }
 
 int zbuf_frame_decoder_pending(const zbuf_frame_decoder_t *d, size_t *len)
@@ -291,12 +406,12 @@ int zbuf_frame_decoder_next(zbuf_frame_decoder_t *d, zbuf_t **msg)
     if (rc != 0)
         return rc;
     zbuf_t *m;
-    rc = zbuf_split_head(d->stream, d->hdr_len + d->payload, &m);
+    size_t hdr_len = d->hdr_len;
+    rc = take_front(d, hdr_len + d->payload, &m);
     if (rc != 0)
         return rc;
     if (!d->o.keep_header)
-        (void)zbuf_cut(m, 0, d->hdr_len, NULL); /* front cut: never allocates */
-    d->have_hdr = false;
+        (void)zbuf_cut(m, 0, hdr_len, NULL); /* front cut: never allocates */
     *msg = m;
     return 0;
 }
@@ -330,7 +445,7 @@ int zbuf_frame_decoder_skip(zbuf_frame_decoder_t *d)
         return rc;
     /* A cut at the front never allocates: it trims or drops segments. */
     (void)zbuf_cut(d->stream, 0, d->hdr_len + d->payload, NULL);
-    d->have_hdr = false;
+    front_taken(d);
     return 0;
 }
 
@@ -341,6 +456,8 @@ int zbuf_frame_decoder_next_frames(zbuf_frame_decoder_t *d, size_t max_bytes, zb
         return -EINVAL;
     if (d->err)
         return d->err;
+    if (d->stream == NULL)
+        return -EAGAIN;
     zbuf_cursor_t c;
     int rc = zbuf_cursor_init(&c, d->stream, 0);
     if (rc != 0)
@@ -352,12 +469,8 @@ int zbuf_frame_decoder_next_frames(zbuf_frame_decoder_t *d, size_t max_bytes, zb
         if (rc == 0 && zbuf_cursor_remaining(&c) < pl)
             rc = -EAGAIN; /* the next frame is not whole yet */
         if (rc != 0) {
-            if (n == 0) {
-                /* Nothing to return: report, as next() would. */
-                if (rc == -EMSGSIZE || rc == -EBADMSG)
-                    d->err = rc;
-                return rc;
-            }
+            if (n == 0) /* nothing to return: report, as next() would */
+                return front_whole(d);
             break; /* return the whole frames; the rest waits */
         }
         if (n > 0 && max_bytes > 0 && total + hl + pl > max_bytes)
@@ -369,9 +482,8 @@ int zbuf_frame_decoder_next_frames(zbuf_frame_decoder_t *d, size_t max_bytes, zb
             break;
     }
     zbuf_t *z;
-    if ((rc = zbuf_split_head(d->stream, total, &z)) != 0)
+    if ((rc = take_front(d, total, &z)) != 0)
         return rc;
-    d->have_hdr = false;
     *frames = z;
     if (count)
         *count = n;
@@ -502,6 +614,101 @@ int zbuf_frame_append_copy(const zbuf_frame_opts_t *o, zbuf_t *out, const void *
     return 0;
 }
 
+/* ------------------------------------------------------------ header slabs */
+
+/* Bytes per slab: 256 four-byte headers.  Small, so that a long-lived
+ * message keeps little memory alive with its header. */
+#define SLAB_SIZE 1024
+/* Slabs a thread keeps.  With all of them in use (many messages in
+ * flight), a new one replaces the oldest, which goes with its last header. */
+#define SLABS_MAX 16
+
+struct slabs {
+    zbuf_buf_t *slab[SLABS_MAX]; /* our references */
+    unsigned n;                  /* slabs held */
+    unsigned cur;                /* the one being carved */
+    size_t used;                 /* its bytes handed out */
+    bool registered;             /* the thread-exit destructor is armed */
+};
+
+static _Thread_local struct slabs slabs;
+static pthread_key_t slabs_key;
+static pthread_once_t slabs_once = PTHREAD_ONCE_INIT;
+static bool slabs_key_ok;
+static atomic_size_t slabs_held; /* every thread's, for zbuf_frame_header_bufs() */
+
+static void slabs_drop(struct slabs *t)
+{
+    for (unsigned i = 0; i < t->n; i++)
+        zbuf_buf_unref(t->slab[i]); /* a slab headers still use goes with the last */
+    atomic_fetch_sub(&slabs_held, t->n);
+    t->n = t->cur = 0;
+    t->used = 0;
+}
+
+static void slabs_thread_exit(void *arg)
+{
+    slabs_drop(arg);
+}
+
+static void slabs_key_create(void)
+{
+    slabs_key_ok = pthread_key_create(&slabs_key, slabs_thread_exit) == 0;
+}
+
+/* Room for an h-byte header in a slab of this thread: *b (borrowed) at
+ * byte *off.  0 or -ENOMEM. */
+static int slab_take(size_t h, zbuf_buf_t **b, size_t *off)
+{
+    struct slabs *t = &slabs;
+    if (t->n > 0 && SLAB_SIZE - t->used >= h)
+        goto carve;
+    /* The current slab is used up: take one no header uses any more (only
+     * our reference left; the check has acquire ordering, so the last
+     * reader of its old headers is done with them). */
+    for (unsigned i = 1; i <= t->n; i++) {
+        unsigned k = (t->cur + i) % t->n;
+        if (zbuf_buf_writable(t->slab[k])) {
+            t->cur = k;
+            t->used = 0;
+            goto carve;
+        }
+    }
+    zbuf_buf_t *nb;
+    if (zbuf_buf_alloc(SLAB_SIZE, &nb) != 0)
+        return -ENOMEM;
+    if (!t->registered) {
+        pthread_once(&slabs_once, slabs_key_create);
+        if (slabs_key_ok)
+            pthread_setspecific(slabs_key, t);
+        t->registered = true;
+    }
+    if (t->n < SLABS_MAX) {
+        t->cur = t->n++;
+        atomic_fetch_add(&slabs_held, 1);
+    } else {
+        t->cur = (t->cur + 1) % SLABS_MAX;
+        zbuf_buf_unref(t->slab[t->cur]);
+    }
+    t->slab[t->cur] = nb;
+    t->used = 0;
+carve:
+    *b = t->slab[t->cur];
+    *off = t->used;
+    t->used += h;
+    return 0;
+}
+
+void zbuf_frame_thread_flush(void)
+{
+    slabs_drop(&slabs);
+}
+
+size_t zbuf_frame_header_bufs(void)
+{
+    return atomic_load(&slabs_held);
+}
+
 int zbuf_frame_encode(const zbuf_frame_opts_t *o, zbuf_t *msg)
 {
     zbuf_frame_opts_t def;
@@ -517,9 +724,18 @@ int zbuf_frame_encode(const zbuf_frame_opts_t *o, zbuf_t *msg)
     if (h == 0)
         return err;
     void *p;
-    int rc = zbuf_prepend_space(msg, h, &p);
-    if (rc != 0)
+    int rc;
+    if (zbuf_headroom(msg) >= h) {
+        if ((rc = zbuf_prepend_space(msg, h, &p)) != 0)
+            return rc;
+        memcpy(p, hdr, h); /* the header is new bytes, not a copy of data */
+        return 0;
+    }
+    zbuf_buf_t *b;
+    size_t off;
+    if ((rc = slab_take(h, &b, &off)) != 0)
         return rc;
-    memcpy(p, hdr, h); /* the header is new bytes, not a copy of data */
-    return 0;
+    memcpy((uint8_t *)zbuf_buf_data(b) + off, hdr, h);
+    /* On failure the carved bytes stay unused until the slab is reused. */
+    return zbuf_insert_ref(msg, 0, b, off, h, NULL);
 }

@@ -4,11 +4,12 @@
  *
  * Receiving lends libuv a whole pool buffer per datagram (a datagram does
  * not fit in "what is left" of a buffer the way stream bytes do: the kernel
- * would truncate it).  A buffer lent and returned unused (no datagram was
- * waiting) is kept for the next receive.  With UV_UDP_RECVMMSG libuv cuts
+ * would truncate it).  With UV_UDP_RECVMMSG libuv cuts
  * one big buffer into several datagrams (UV_UDP_MMSG_CHUNK) and says when it
  * is done with it (UV_UDP_MMSG_FREE); each chunk becomes a segment at its
- * offset in that buffer.  Pool exhaustion pauses receiving as for streams,
+ * offset in that buffer.  When the socket is drained the buffer libuv did
+ * not use goes back to the pool: an idle handle holds none.  Pool
+ * exhaustion pauses receiving as for streams,
  * in the same registry of paused readers, until the pool's refill
  * notification resumes it (see uv_read.c).
  */
@@ -136,7 +137,7 @@ static void resume_receiving(zbuf_uv__wait_t *w, zbuf_buf_t *b)
     zbuf_uv_udp_t *zu = ZBUF_UV__CONTAINER_OF(w, zbuf_uv_udp_t, wait_);
     zu->flags_ &= ~PAUSED;
     drop_cur(zu); /* none: the pause came from a failed zbuf_pool_get() */
-    zu->cur_ = b;
+    zu->cur_ = b; /* never NULL: a UDP handle has no quota to wait on */
     int rc = uv_udp_recv_start(&zu->udp, on_alloc, on_recv);
     if (rc < 0) {
         zbuf_uv_udp_recv_cb cb = zu->recv_cb_;
@@ -149,7 +150,7 @@ static int pause_receiving(zbuf_uv_udp_t *zu)
 {
     int rc;
     if (!(zu->flags_ & WAIT)) {
-        if ((rc = zbuf_uv__wait_init(&zu->wait_, zu->handle.loop, resume_receiving)) < 0)
+        if ((rc = zbuf_uv__wait_init(&zu->wait_, zu->handle.loop, resume_receiving, NULL)) < 0)
             return rc;
         zu->flags_ |= WAIT;
     }
@@ -186,8 +187,12 @@ static void on_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
         zu->recv_cb_(zu, nread, NULL, addr, flags);
         return;
     }
-    if (nread == 0 && addr == NULL)
-        return; /* nothing was waiting: keep cur_ for the next datagram */
+    if (nread == 0 && addr == NULL) {
+        /* Nothing was waiting: the socket is drained.  The unused buffer
+         * goes back, so that an idle handle holds none. */
+        drop_cur(zu);
+        return;
+    }
 
     zbuf_t *z;
     if (zbuf_create(&z) != 0) {

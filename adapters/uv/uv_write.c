@@ -25,8 +25,14 @@
  *   socket is writable again.  Each finished step cuts its bytes from the
  *   front of the zbuf, so buffers (and file descriptors closed by release
  *   callbacks) are let go as soon as they are sent.
+ *
+ * A write through zbuf_uv_stream_write() also knows its adapter stream: it
+ * is linked in the list of its loop's pending writes (so that
+ * zbuf_uv_stats() can count the memory they pin, each buffer once), and its
+ * completion checks the stream's low-water mark.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
@@ -43,6 +49,8 @@
 struct wreq {
     zbuf_t *z;              /* owned; deleted before cb runs */
     uv_stream_t *stream;
+    zbuf_uv_stream_t *zs;   /* zbuf_uv_stream_write(): the adapter stream, else NULL */
+    struct zbuf_uv__wlink link; /* ... in its loop's pending writes */
     zbuf_uv_write_cb cb;
     void *arg;
     int status;             /* first error seen, or 0 */
@@ -62,16 +70,56 @@ bool zbuf_uv__has_file(const zbuf_t *z)
     return false;
 }
 
-static void finish(struct wreq *w)
+/* Count w in, or out of, its loop's pending stream writes. */
+static void account(struct wreq *w, bool in)
+{
+    struct zbuf_uv_loop_ *l = w->zs->loop_;
+    struct zbuf_uv__wlink *k = &w->link;
+    if (in) {
+        k->z = w->z;
+        k->bytes = zbuf_length(w->z);
+        k->prev = l->writes.prev;
+        k->next = &l->writes;
+        k->prev->next = k->next->prev = k;
+        l->nwrites++;
+        l->write_bytes += k->bytes;
+    } else {
+        k->prev->next = k->next;
+        k->next->prev = k->prev;
+        l->nwrites--;
+        l->write_bytes -= k->bytes;
+    }
+}
+
+/* After a stream write completed: the drain callback, when the queue fell
+ * to the low-water mark. */
+static void check_drain(zbuf_uv_stream_t *zs)
+{
+    if (!(zs->flags_ & ZBUF_UV__ST_FULL) || (zs->flags_ & ZBUF_UV__ST_CLOSING) ||
+        uv_stream_get_write_queue_size(&zs->stream) > zs->write_low_)
+        return;
+    zs->flags_ &= ~ZBUF_UV__ST_FULL;
+    if (zs->drain_cb_ != NULL)
+        zs->drain_cb_(zs);
+}
+
+/* Inlined into each completion path: the plain writes' paths pay nothing
+ * for the stream writes' accounting but a test the compiler folds. */
+static inline __attribute__((always_inline)) void finish(struct wreq *w)
 {
     zbuf_uv_write_cb cb = w->cb;
     uv_stream_t *stream = w->stream;
+    zbuf_uv_stream_t *zs = w->zs;
     void *arg = w->arg;
     int status = w->status;
+    if (zs != NULL)
+        account(w, false);
     zbuf_delete(w->z); /* release callbacks run here, after the bytes left */
     free(w);
     if (cb)
         cb(stream, status, arg);
+    if (zs != NULL)
+        check_drain(zs);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -275,7 +323,10 @@ static int step_first(struct wreq *w)
 
 /* ------------------------------------------------------------------ API */
 
-int zbuf_uv_write(uv_stream_t *stream, zbuf_t *z, zbuf_uv_write_cb cb, void *arg)
+/* zbuf_uv_write(), and zbuf_uv_stream_write() when zs is set; inlined
+ * into both, so that zs is a constant in each. */
+static inline __attribute__((always_inline)) int
+write_zbuf(uv_stream_t *stream, zbuf_uv_stream_t *zs, zbuf_t *z, zbuf_uv_write_cb cb, void *arg)
 {
     if (stream == NULL || !zbuf_uv__live(z))
         return -EINVAL;
@@ -287,7 +338,10 @@ int zbuf_uv_write(uv_stream_t *stream, zbuf_t *z, zbuf_uv_write_cb cb, void *arg
     struct wreq *w = malloc(sizeof(*w) + nreq * sizeof(uv_write_t));
     if (w == NULL)
         return -ENOMEM;
-    *w = (struct wreq){.z = z, .stream = stream, .cb = cb, .arg = arg, .stepped = stepped};
+    *w = (struct wreq){.z = z, .stream = stream, .zs = zs, .cb = cb, .arg = arg,
+                       .stepped = stepped};
+    if (zs != NULL)
+        account(w, true); /* before the write: a stepped one may cut z at once */
 
     int rc;
     if (stepped) {
@@ -298,9 +352,91 @@ int zbuf_uv_write(uv_stream_t *stream, zbuf_t *z, zbuf_uv_write_cb cb, void *arg
         rc = write_all(w, nreq);
     }
     if (rc < 0) {
+        if (zs != NULL)
+            account(w, false);
         free(w);
         return rc;
     }
+    if (zs != NULL && zs->write_high_ > 0 &&
+        uv_stream_get_write_queue_size(stream) > zs->write_high_)
+        zs->flags_ |= ZBUF_UV__ST_FULL;
+    return 0;
+}
+
+int zbuf_uv_write(uv_stream_t *stream, zbuf_t *z, zbuf_uv_write_cb cb, void *arg)
+{
+    return write_zbuf(stream, NULL, z, cb, arg);
+}
+
+/* Whether zs may be written through (initialised, not closing). */
+static bool stream_usable(const zbuf_uv_stream_t *zs)
+{
+    return zs != NULL && (zs->flags_ & ZBUF_UV__ST_INITED) && !(zs->flags_ & ZBUF_UV__ST_CLOSING);
+}
+
+int zbuf_uv_stream_write(zbuf_uv_stream_t *zs, zbuf_t *z, zbuf_uv_write_cb cb, void *arg)
+{
+    if (!stream_usable(zs))
+        return -EINVAL;
+    int rc = zbuf_uv__attach(zs);
+    return rc < 0 ? rc : write_zbuf(&zs->stream, zs, z, cb, arg);
+}
+
+int zbuf_uv_write_set_watermarks(zbuf_uv_stream_t *zs, size_t high, size_t low,
+                                 zbuf_uv_drain_cb cb)
+{
+    if (!stream_usable(zs) || low > high)
+        return -EINVAL;
+    int rc = zbuf_uv__attach(zs);
+    if (rc < 0)
+        return rc;
+    zs->write_high_ = high;
+    zs->write_low_ = low;
+    zs->drain_cb_ = cb;
+    if (high == 0)
+        zs->flags_ &= ~ZBUF_UV__ST_FULL;
+    return 0;
+}
+
+bool zbuf_uv_write_full(const zbuf_uv_stream_t *zs)
+{
+    return zs != NULL && (zs->flags_ & ZBUF_UV__ST_FULL) != 0;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+int zbuf_uv__write_mem(const struct zbuf_uv_loop_ *l, zbuf_uv_stats_t *st)
+{
+    size_t n = 0;
+    for (const struct zbuf_uv__wlink *k = l->writes.next; k != &l->writes; k = k->next)
+        n += zbuf_seg_count(k->z);
+    if (n == 0)
+        return 0;
+    zbuf_buf_t **bufs = malloc(n * sizeof(*bufs));
+    if (bufs == NULL)
+        return -ENOMEM;
+    size_t m = 0;
+    for (const struct zbuf_uv__wlink *k = l->writes.next; k != &l->writes; k = k->next) {
+        for (zbuf_seg_t *s = zbuf_seg_first(k->z); s != NULL; s = zbuf_seg_next(k->z, s)) {
+            zbuf_buf_t *b = zbuf_seg_buf(k->z, s);
+            if (!zbuf_buf_file(b, NULL, NULL))
+                bufs[m++] = b;
+        }
+    }
+    qsort(bufs, m, sizeof(*bufs), cmp_ptr);
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0 && bufs[i] == bufs[i - 1])
+            continue;
+        st->write_bufs++;
+        st->write_mem += zbuf_buf_size(bufs[i]);
+        if (zbuf_buf_pool(bufs[i]) != NULL)
+            st->write_pool_mem += zbuf_buf_size(bufs[i]);
+    }
+    free(bufs);
     return 0;
 }
 

@@ -237,6 +237,34 @@ ZBUF_EXPORT int zbuf_peek(const zbuf_t *z, size_t off, size_t len, void *scratch
 ZBUF_EXPORT int zbuf_iovec(const zbuf_t *z, size_t off, size_t len, struct iovec *iov,
                            int iovcnt, size_t *bytes);
 
+/**
+ * @brief Find the first byte equal to @p byte in a range of @p z, without
+ *        copying: `memchr()` over each segment in turn.
+ *
+ * The way to parse text protocols (a line ending, a space between fields)
+ * across segment boundaries without looking at one byte at a time.  Bytes of
+ * a file segment are read with `pread()` in small pieces to be searched.
+ * Nothing is copied out and zbuf_stats_t::bytes_copied does not change (see
+ * zbuf/stats.h for what counts as a copy).
+ *
+ * @code
+ * size_t eol;
+ * if (zbuf_find(z, 0, ZBUF_TO_END, '\n', &eol) == 0)
+ *     zbuf_split_head(z, eol + 1, &line);   // one whole line, no copy
+ * @endcode
+ *
+ * @param z     the zbuf (borrowed).
+ * @param off   first byte searched, 0 .. length.
+ * @param len   bytes searched, or #ZBUF_TO_END.
+ * @param byte  the value sought, 0 .. 255.
+ * @param[out] pos  receives the absolute offset of the first match.
+ * @return 0; `-ENOENT` when no byte of the range matches (also for an empty
+ *         range); `-EINVAL` (NULL or deleted handle, NULL @p pos, @p byte
+ *         outside 0 .. 255); `-ERANGE` (range outside @p z); `-EIO` (a file
+ *         segment could not be read).  On error @p *pos is untouched.
+ */
+ZBUF_EXPORT int zbuf_find(const zbuf_t *z, size_t off, size_t len, int byte, size_t *pos);
+
 /** @} */
 /* ---------------------------------------------------------------------- */
 /** @name Rearranging without copying */

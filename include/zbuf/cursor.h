@@ -51,6 +51,10 @@ ZBUF_EXPORT size_t zbuf_cursor_remaining(const zbuf_cursor_t *c);
 
 /**
  * @brief Copy the next @p len bytes into @p dst and advance past them.
+ *
+ * A copy of bytes: counted in zbuf_stats_t::bytes_copied (unlike the
+ * integer reads below, which decode values; see zbuf/stats.h).
+ *
  * @return 0; `-ERANGE` if fewer remain (cursor unchanged); `-EIO` for an
  *         unreadable file segment.
  */
@@ -67,9 +71,39 @@ ZBUF_EXPORT int zbuf_cursor_skip(zbuf_cursor_t *c, size_t len);
  */
 ZBUF_EXPORT const void *zbuf_cursor_peek(const zbuf_cursor_t *c, size_t len);
 
+/**
+ * @brief Distance from the cursor to the next byte equal to @p byte, without
+ *        copying and without moving the cursor.
+ *
+ * Searches at most @p max bytes from the cursor (#ZBUF_TO_END: up to the
+ * end), segment by segment with `memchr()`, like zbuf_find().  A text
+ * parser finds the end of a token, then takes it with zbuf_cursor_peek(),
+ * zbuf_cursor_read() or a split, and skips past it:
+ *
+ * @code
+ * size_t n;
+ * if (zbuf_cursor_find(&c, ' ', 64, &n) == 0) {   // "PUB topic payload"
+ *     ... the token is the next n bytes ...
+ *     zbuf_cursor_skip(&c, n + 1);
+ * }
+ * @endcode
+ *
+ * @param c     the cursor (borrowed; not moved).
+ * @param byte  the value sought, 0 .. 255.
+ * @param max   most bytes searched, or #ZBUF_TO_END.
+ * @param[out] dist  receives the number of bytes before the match (0 when
+ *                   the next byte matches).
+ * @return 0; `-ENOENT` when none of the bytes searched matches (also at the
+ *         end of the zbuf or for @p max 0); `-EINVAL`; `-EIO` (a file
+ *         segment could not be read).  On error @p *dist is untouched.
+ */
+ZBUF_EXPORT int zbuf_cursor_find(const zbuf_cursor_t *c, int byte, size_t max, size_t *dist);
+
 /** @name Integer reads
  *  Each reads the next bytes in the named byte order, stores the value in
- *  @p v and advances; on `-ERANGE` nothing moves and @p v is untouched. */
+ *  @p v and advances; on `-ERANGE` nothing moves and @p v is untouched.
+ *  Decoding a value is not a copy of data: nothing is added to
+ *  zbuf_stats_t::bytes_copied, wherever the bytes lie (zbuf/stats.h). */
 /** @{ */
 ZBUF_EXPORT int zbuf_cursor_read_u8(zbuf_cursor_t *c, uint8_t *v);    /**< 1 byte */
 ZBUF_EXPORT int zbuf_cursor_read_be16(zbuf_cursor_t *c, uint16_t *v); /**< big-endian 16 */

@@ -11,6 +11,13 @@
  *
  * Pools are thread-safe: buffers may be taken on one thread and come back on
  * another.
+ *
+ * **Quotas.**  Several consumers (connections, typically) sharing one pool
+ * can each be held to a share of it: a consumer takes its buffers through a
+ * quota (zbuf_pool_quota_get()), which counts the buffers taken through it
+ * that have not come back yet, refuses more than its limit, and calls back
+ * when a buffer comes back to a full quota.  So one greedy or stuck consumer
+ * cannot drain the pool for the others.
  */
 #ifndef ZBUF_POOL_H
 #define ZBUF_POOL_H
@@ -133,6 +140,109 @@ ZBUF_EXPORT int zbuf_pool_remove_notify(zbuf_pool_t *p, zbuf_pool_notify_cb cb, 
  * @return 0; `-EINVAL` for NULL.
  */
 ZBUF_EXPORT int zbuf_pool_notify_sync(zbuf_pool_t *p);
+
+/* ---------------------------------------------------------------------- */
+/** @name Quotas: one consumer's share of a pool */
+/** @{ */
+
+/** An opaque quota: the buffers of one pool that one consumer holds, and
+ *  the most it may hold. */
+typedef struct zbuf_pool_quota zbuf_pool_quota_t;
+
+/**
+ * @brief Callback of a quota: a buffer came back to a quota that was full.
+ *
+ * Runs each time the number of buffers held through @p q drops below its
+ * limit again (from `limit` to `limit - 1`), on the thread that dropped the
+ * last reference to the returning buffer, after the pool's lock is released,
+ * like a zbuf_pool_set_notify() callback and on the same terms (before the
+ * pool's notify callbacks of the same return): it must not block; it may
+ * call zbuf_pool_quota_get() and zbuf_pool_quota_delete() on @p q.  Not
+ * called after zbuf_pool_delete() of the pool or zbuf_pool_quota_delete() of
+ * @p q.
+ *
+ * @param q    the quota.
+ * @param arg  the argument given to zbuf_pool_quota_create().
+ */
+typedef void (*zbuf_pool_quota_cb)(zbuf_pool_quota_t *q, void *arg);
+
+/**
+ * @brief Create a quota of @p limit buffers of pool @p p.
+ *
+ * @param p      the pool (the quota keeps it alive: a deleted pool's memory
+ *               goes only once its quotas are deleted too).
+ * @param limit  most buffers held through the quota at once, 1 or more (a
+ *               limit above the pool's capacity limits nothing, but still
+ *               counts).
+ * @param cb     called when a buffer comes back to the full quota; may be
+ *               NULL.
+ * @param arg    passed to @p cb.
+ * @param[out] out  receives the quota; delete it with zbuf_pool_quota_delete().
+ * @return 0; `-EINVAL` (NULL pool or @p out, @p limit 0, deleted pool);
+ *         `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_pool_quota_create(zbuf_pool_t *p, size_t limit, zbuf_pool_quota_cb cb,
+                                       void *arg, zbuf_pool_quota_t **out);
+
+/**
+ * @brief Delete a quota.
+ *
+ * No callback of @p q starts after this is called, and one running on
+ * another thread is waited for (as by zbuf_pool_notify_sync(): do not call
+ * it holding a lock the callback takes).  Buffers still out stay valid and
+ * come back to the pool as usual; the quota's memory goes with the last of
+ * them.  NULL is a no-op.
+ *
+ * @param q  the quota (consumed: no zbuf_pool_quota_ call may follow).
+ */
+ZBUF_EXPORT void zbuf_pool_quota_delete(zbuf_pool_quota_t *q);
+
+/**
+ * @brief Take a buffer of the quota's pool and charge it to the quota.
+ *
+ * Like zbuf_pool_get(); the buffer counts against @p q until its last
+ * reference goes and it is back in the pool.
+ *
+ * @param q  the quota.
+ * @param[out] out  receives a new reference to a writable buffer.
+ * @return 0; `-EDQUOT` when @p q already holds its limit; `-ENOBUFS` when
+ *         the pool has no free buffer; `-EINVAL` (NULL arguments, deleted
+ *         pool).
+ */
+ZBUF_EXPORT int zbuf_pool_quota_get(zbuf_pool_quota_t *q, zbuf_buf_t **out);
+
+/**
+ * @brief Change the limit of @p q (1 or more).
+ *
+ * Buffers already held stay held, even above a lowered limit (the quota is
+ * then full until enough come back).  Raising the limit does not run the
+ * callback: the caller knows there is room.
+ *
+ * @return 0; `-EINVAL`.
+ */
+ZBUF_EXPORT int zbuf_pool_quota_set_limit(zbuf_pool_quota_t *q, size_t limit);
+
+/** @brief Buffers held through @p q now (a snapshot); 0 for NULL. */
+ZBUF_EXPORT size_t zbuf_pool_quota_held(const zbuf_pool_quota_t *q);
+
+/** @brief The limit of @p q; 0 for NULL. */
+ZBUF_EXPORT size_t zbuf_pool_quota_limit(const zbuf_pool_quota_t *q);
+
+/**
+ * @brief The pool @p b belongs to.
+ * @return the pool (borrowed), or NULL when @p b is not a pool buffer.
+ */
+ZBUF_EXPORT zbuf_pool_t *zbuf_buf_pool(const zbuf_buf_t *b);
+
+/**
+ * @brief The quota @p b is charged to.
+ * @param b  a buffer the caller holds a reference to.
+ * @return the quota (borrowed: valid while @p b is held), or NULL when @p b
+ *         is not a pool buffer or was taken with zbuf_pool_get().
+ */
+ZBUF_EXPORT zbuf_pool_quota_t *zbuf_buf_quota(const zbuf_buf_t *b);
+
+/** @} */
 
 /** @brief Bytes per buffer of @p p. */
 ZBUF_EXPORT size_t zbuf_pool_buf_size(const zbuf_pool_t *p);

@@ -25,6 +25,13 @@
  *   copy, recycled buffers
  *         the same, but written buffers go on a free list and are reused:
  *         the copy without any allocation cost, the best case for copying.
+ *   zbuf, limits + stream writes
+ *         the zbuf broker as a server would run it with the adapter's
+ *         protections: the publisher's stream limited to 64 pool buffers
+ *         (zbuf_uv_read_set_limit()), subscribers written with
+ *         zbuf_uv_stream_write() and their congestion tracked by water marks
+ *         and the drain callback instead of polling the queue size: the
+ *         cost of those features.
  *
  * Reported per variant: messages per second (median and best of the runs:
  * noise from other processes only ever adds time), delivered bytes per
@@ -73,9 +80,10 @@ static inline uint8_t pattern(uint64_t seq, size_t i)
 
 /* ================================================================ broker */
 
-enum variant { V_ZBUF, V_COPY, V_RECYCLE, NVAR };
+enum variant { V_ZBUF, V_COPY, V_RECYCLE, V_ZBUF_LIM, NVAR };
 static const char *const vname[NVAR] = {"zbuf dup", "copy, malloc per write",
-                                        "copy, recycled buffers"};
+                                        "copy, recycled buffers",
+                                        "zbuf dup, limits + stream writes"};
 
 struct sub {
     zbuf_uv_stream_t zs;      /* first */
@@ -132,6 +140,26 @@ static void note_queue(struct sub *s)
 
 static void maybe_close_all(void);
 
+/* V_ZBUF_LIM: congestion from the water marks, cleared by the drain
+ * callback (the other variants poll the queue size in note_queue()). */
+static void note_full(struct sub *s)
+{
+    if (!s->congested && zbuf_uv_write_full(&s->zs)) {
+        s->congested = true;
+        B.ncongested++;
+    }
+}
+
+static void sub_drained(zbuf_uv_stream_t *zs)
+{
+    struct sub *s = (struct sub *)zs;
+    if (s->congested) {
+        s->congested = false;
+        B.ncongested--;
+    }
+    check_congestion_cleared();
+}
+
 static void sub_written(struct sub *s, int status)
 {
     if (status < 0)
@@ -147,6 +175,29 @@ static void zbuf_delivered(uv_stream_t *st, int status, void *arg)
 {
     (void)arg;
     sub_written((struct sub *)st, status);
+}
+
+static void lim_delivered(uv_stream_t *st, int status, void *arg)
+{
+    (void)st;
+    (void)arg;
+    if (status < 0)
+        bench_die("subscriber write", status);
+    maybe_close_all(); /* congestion: note_full() and the drain callback */
+}
+
+/* V_ZBUF_LIM's fan-out of one frame. */
+static void lim_fan_out(zbuf_t *m)
+{
+    for (int i = 0; i < B.nsubs_conn; i++) {
+        zbuf_t *d;
+        int rc;
+        if ((rc = zbuf_dup(m, 0, ZBUF_TO_END, &d)) != 0)
+            bench_die("dup", rc);
+        if ((rc = zbuf_uv_stream_write(&B.subs[i].zs, d, lim_delivered, NULL)) != 0)
+            bench_die("write", rc);
+        note_full(&B.subs[i]);
+    }
 }
 
 static void zbuf_pub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
@@ -168,6 +219,11 @@ static void zbuf_pub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
     while ((rc = zbuf_frame_decoder_next(B.dec, &m)) == 0) {
         /* keep_header: m is the whole frame, forwarded as it came. */
         B.msgs_in++;
+        if (B.v == V_ZBUF_LIM) {
+            lim_fan_out(m);
+            zbuf_delete(m);
+            continue;
+        }
         for (int i = 0; i < B.nsubs_conn; i++) {
             zbuf_t *d;
             if ((rc = zbuf_dup(m, 0, ZBUF_TO_END, &d)) != 0)
@@ -333,8 +389,9 @@ static void copy_pub_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 static void pub_read_start(void)
 {
-    int rc = B.v == V_ZBUF ? zbuf_uv_read_start(&B.pub, B.pool, zbuf_pub_read)
-                           : uv_read_start(&B.pub.stream, copy_alloc, copy_pub_read);
+    bool zb = B.v == V_ZBUF || B.v == V_ZBUF_LIM;
+    int rc = zb ? zbuf_uv_read_start(&B.pub, B.pool, zbuf_pub_read)
+                : uv_read_start(&B.pub.stream, copy_alloc, copy_pub_read);
     /* (both copy variants read the same way) */
     if (rc != 0)
         bench_die("read start", rc);
@@ -365,6 +422,9 @@ static void on_sub_conn(uv_stream_t *l, int status)
     if (uv_accept(l, &s->zs.stream) != 0)
         bench_die("accept", EINVAL);
     uv_tcp_nodelay(&s->zs.tcp, 1);
+    if (B.v == V_ZBUF_LIM &&
+        zbuf_uv_write_set_watermarks(&s->zs, HIGH_WATER, LOW_WATER, sub_drained) != 0)
+        bench_die("water marks", ENOMEM);
     if (B.nsubs_conn == nsubs)
         uv_close((uv_handle_t *)&B.sub_listen, NULL);
 }
@@ -378,6 +438,8 @@ static void on_pub_conn(uv_stream_t *l, int status)
     if (uv_accept(l, &B.pub.stream) != 0)
         bench_die("accept", EINVAL);
     uv_close((uv_handle_t *)&B.pub_listen, NULL);
+    if (B.v == V_ZBUF_LIM && zbuf_uv_read_set_limit(&B.pub, 64) != 0)
+        bench_die("read limit", EINVAL);
     B.pub_open = true;
     B.cpu = bench_thread_cpu_s();
     pub_read_start();
@@ -571,7 +633,7 @@ static struct result run_once(enum variant v)
     pthread_mutex_init(&B.mu, NULL);
     pthread_cond_init(&B.cv, NULL);
     B.ready = false;
-    if (v == V_ZBUF) {
+    if (v == V_ZBUF || v == V_ZBUF_LIM) {
         zbuf_frame_opts_t o;
         zbuf_frame_opts_default(&o);
         o.keep_header = true;
@@ -602,7 +664,7 @@ static struct result run_once(enum variant v)
     close(pub_fd);
     if (B.msgs_in != msgs)
         bench_die("messages lost in the broker", EIO);
-    if (v == V_ZBUF) {
+    if (v == V_ZBUF || v == V_ZBUF_LIM) {
         zbuf_frame_decoder_delete(B.dec);
         if (zbuf_pool_available(B.pool) != zbuf_pool_capacity(B.pool))
             bench_die("pool buffers not returned", EIO);

@@ -1,34 +1,62 @@
 /*
- * uv_pubsub_broker: a publish/subscribe broker that fans every message out
- * to N subscribers by reference.
+ * uv_pubsub_broker: a publish/subscribe broker over TCP that fans every
+ * message out by reference, and stands up to slow, resetting, malformed and
+ * slowloris clients.  uv_pubsub_load.c is its load client; the test suite
+ * runs both (pubsub_load_test.sh).
  *
- * Protocol: 4-byte big-endian length-prefixed frames (zbuf/frame.h).  A
- * client's frame payload starts with a command byte:
- *   'S'           subscribe this connection;
- *   'P' message   publish `message` to every subscriber.
- * Subscribers receive each message as one frame.
+ * Protocol: 4-byte big-endian length-prefixed frames (zbuf/frame.h) whose
+ * payload is a line of text, parsed in place (zbuf_cursor_find(), no copy):
+ *   SUB <topic>             subscribe this connection to <topic>
+ *   PUB <topic> <payload>   publish <payload> (any bytes) to <topic>
+ *   SYNC                    answered with a SYNC frame once every earlier
+ *                           frame of the connection was handled
+ * A subscriber receives each message as a frame "<topic> <payload>".
  *
- * The fan-out is where zbufs earn their keep.  A published message arrives
- * in pool buffers and comes out of the decoder as a zbuf sharing them; the
- * broker trims the command byte, writes the frame header in front once, and
- * then, for each subscriber, zbuf_dup()s the framed message (N references to
- * the same buffers, no bytes) and zbuf_uv_write()s the duplicate.  The
- * receive buffers return to the pool when the last subscriber's write has
- * completed.  The copying alternative (one malloc + memcpy per subscriber
- * per message) is what bench_uv_fanout measures against.
+ * The fan-out copies no payload byte.  A published frame is read into pool
+ * buffers and comes out of the decoder as a zbuf sharing them; the broker
+ * cuts "PUB " off its front, writes the new frame header in front once
+ * (zbuf_frame_encode(): into a header slab, no allocation), and then, for
+ * each subscriber, zbuf_dup()s it (references only) and writes the
+ * duplicate with zbuf_uv_stream_write().  The pool buffers go back when the
+ * last subscriber's write has completed.
  *
- * Backpressure: a subscriber whose write queue passes HIGH_WATER marks the
- * broker congested; publishers are not read until every subscriber is below
- * LOW_WATER again, so a slow subscriber slows publishers down instead of
- * growing the broker's memory.
+ * What keeps one client from hurting the others:
+ * - Each connection may hold at most --stream-limit pool buffers
+ *   (zbuf_uv_read_set_limit()).  A publisher whose messages sit in a slow
+ *   subscriber's queue pauses alone once they hold its share, and resumes
+ *   (resume callback) when they drain: that is the backpressure, with no
+ *   code here, and the pool is never drained by one peer.
+ * - Frames above --max-frame are refused at their header, as are frames
+ *   that could never fit in what the connection may hold (the decoder
+ *   checks that by itself); malformed lengths and commands close the
+ *   connection.
+ * - A subscriber whose queue stays above --high-water
+ *   (zbuf_uv_write_full()) for --slow-ms without draining to --low-water
+ *   (drain callback) is disconnected as a slow consumer: its queued writes
+ *   are cancelled, their buffers come back, and the publishers it held
+ *   back resume.  Nobody waits for it longer than that, and nothing is
+ *   dropped for anybody else.
+ * - A partial frame that does not complete within --partial-ms (not
+ *   counting the time its reading was paused) is a slowloris: the
+ *   connection is closed and its buffers come back.
+ * - A reset or vanished peer is closed; its queued writes are cancelled and
+ *   their buffers come back.
  *
- * Usage:
- *   uv_pubsub_broker [port]                   serve on 127.0.0.1:port (default 7001)
- *   uv_pubsub_broker --selftest N M SIZE      run N subscribers and a publisher
- *                                             in-process, publish M messages of
- *                                             SIZE bytes, check every delivery
+ * On SIGINT or SIGTERM the broker closes everything, prints its counters
+ * and the library's (zbuf_stats_get()), and exits 1 if any zbuf, segment,
+ * buffer or pool is still alive: every counter must be back at zero.
+ * With --stats-ms it also prints, while running, its live counters beside
+ * what the adapter says it holds (zbuf_uv_stats()), which match whenever
+ * the broker is quiet.
+ *
+ * Usage: uv_pubsub_broker [--port N] [--port-file PATH] [--pool-bufs N]
+ *          [--buf-size BYTES] [--stream-limit N] [--max-frame BYTES]
+ *          [--high-water BYTES] [--low-water BYTES] [--slow-ms MS]
+ *          [--partial-ms MS] [--sndbuf BYTES] [--stats-ms MS] [--verbose]
+ * --port 0 picks a free port; --port-file writes it there once listening.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,44 +65,59 @@
 #include <zbuf/frame.h>
 #include <zbuf/uv.h>
 
-enum {
-    POOL_BUF_SIZE = 64 * 1024,
-    POOL_BUFS = 2048,
-    HIGH_WATER = 4 * 1024 * 1024,
-    LOW_WATER = 512 * 1024,
-    MAX_SUBS = 1024,
-};
+#define MAX_TOPIC 64
+#define MAX_PEERS 4096
 
-/* A connection to the broker, publisher or subscriber or both. */
+static struct {
+    int port;
+    const char *port_file;
+    size_t pool_bufs, buf_size, stream_limit, max_frame, high_water, low_water, sndbuf;
+    unsigned slow_ms, partial_ms, stats_ms;
+    bool verbose;
+} opt = {7001, NULL, 1024, 64 * 1024, 64, 16u << 20, 4u << 20, 1u << 20, 0, 5000, 5000, 0, false};
+
+/* A connection: publisher, subscriber, or both. */
 struct peer {
-    zbuf_uv_stream_t zs;  /* first: the handle is inside */
+    zbuf_uv_stream_t zs; /* first: the handle is inside */
     zbuf_frame_decoder_t *dec;
-    bool subscribed;
-    bool congested;       /* its write queue passed HIGH_WATER */
-    bool publisher;       /* sent a 'P' at least once */
-    bool reading;
-    int slot;             /* index in peers[] */
+    uint8_t topic[MAX_TOPIC]; /* subscribed topic, when topic_len > 0 */
+    size_t topic_len;
+    uint64_t partial_since;   /* ms: a frame has been incomplete since then; 0 */
+    uint64_t full_since;      /* ms: its queue has been full since then; 0 */
+    unsigned long published, delivered;
+    unsigned id;
+    struct peer *prev, *next;
+    bool closing;
 };
 
-static zbuf_pool_t *pool;
-static uv_tcp_t server;
-static struct peer *peers[MAX_SUBS];
-static int npeers, nsubs, ncongested;
-static unsigned long published, delivered_writes;
+static struct {
+    uv_loop_t *loop;
+    uv_tcp_t server;
+    uv_timer_t sweep;
+    uv_signal_t sigint, sigterm;
+    zbuf_pool_t *pool;
+    zbuf_frame_opts_t fo;
+    struct peer *peers;
+    size_t npeers;
+    unsigned next_id;
+    bool stopping;
+    /* counters */
+    unsigned long accepted, published, delivered, resumes, pauses;
+    unsigned long closed_eof, closed_error, closed_protocol, closed_slowloris, closed_slow;
+} B;
 
-static void on_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z);
-
-/* Selftest hooks (NULL when serving). */
-static void (*on_subscribed_hook)(void);
-
-static void resume_publishers(void)
+static uint64_t now_ms(void)
 {
-    for (int i = 0; i < npeers; i++) {
-        struct peer *p = peers[i];
-        if (p->publisher && !p->reading && zbuf_uv_read_start(&p->zs, pool, on_read) == 0)
-            p->reading = true;
-    }
+    return uv_now(B.loop);
 }
+
+static void say(const struct peer *p, const char *fmt, const char *what)
+{
+    if (opt.verbose)
+        fprintf(stderr, "broker: peer %u: %s%s\n", p->id, fmt, what ? what : "");
+}
+
+/* ------------------------------------------------------------ closing */
 
 static void on_peer_closed(uv_handle_t *h)
 {
@@ -83,356 +126,401 @@ static void on_peer_closed(uv_handle_t *h)
     free(p);
 }
 
-static void peer_close(struct peer *p)
+static void peer_close(struct peer *p, unsigned long *reason, const char *why)
 {
-    if (p->slot < 0)
+    if (p->closing)
         return;
-    if (p->subscribed)
-        nsubs--;
-    if (p->congested && --ncongested == 0)
-        resume_publishers();
-    peers[p->slot] = peers[--npeers];
-    peers[p->slot]->slot = p->slot;
-    p->slot = -1;
+    p->closing = true;
+    (*reason)++;
+    say(p, "closed: ", why);
+    *(p->prev != NULL ? &p->prev->next : &B.peers) = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    B.npeers--;
+    /* Queued writes are cancelled; their buffers come back. */
     zbuf_uv_close(&p->zs, on_peer_closed);
 }
+
+/* ------------------------------------------------------------ fan-out */
 
 static void on_delivered(uv_stream_t *s, int status, void *arg)
 {
     (void)arg;
-    struct peer *p = (struct peer *)s;
-    if (status < 0)
-        return;
-    delivered_writes++;
-    if (p->congested && zbuf_uv_write_queue_size(s) < LOW_WATER) {
-        p->congested = false;
-        if (--ncongested == 0)
-            resume_publishers();
+    if (status == 0) {
+        ((struct peer *)s)->delivered++;
+        B.delivered++;
     }
 }
 
-/* Send the framed message to every subscriber: one dup (references, no
- * bytes) and one write each.  Consumes `framed`. */
-static void fan_out(zbuf_t *framed)
+static void on_drained(zbuf_uv_stream_t *zs)
 {
-    for (int i = 0; i < npeers; i++) {
-        struct peer *p = peers[i];
-        if (!p->subscribed)
+    struct peer *p = (struct peer *)zs;
+    p->full_since = 0;
+    say(p, "drained", NULL);
+}
+
+static void on_resumed(zbuf_uv_stream_t *zs)
+{
+    struct peer *p = (struct peer *)zs;
+    B.resumes++;
+    if (p->partial_since != 0)
+        p->partial_since = now_ms(); /* the wait was ours, not the peer's */
+}
+
+/* Whether the zbuf's bytes [off, off + len) equal mem[0 .. len). */
+static bool bytes_equal(const zbuf_t *z, size_t off, const uint8_t *mem, size_t len)
+{
+    zbuf_cursor_t c;
+    if (zbuf_cursor_init(&c, z, off) != 0 || zbuf_cursor_remaining(&c) < len)
+        return false;
+    const uint8_t *p = zbuf_cursor_peek(&c, len); /* in place when contiguous */
+    if (p != NULL)
+        return memcmp(p, mem, len) == 0;
+    for (size_t i = 0; i < len; i++) { /* straddles segments: byte by byte */
+        uint8_t b;
+        if (zbuf_cursor_read_u8(&c, &b) != 0 || b != mem[i])
+            return false;
+    }
+    return true;
+}
+
+/* Send `framed` ("<topic> <payload>" with its header in front, the topic
+ * topic_len bytes after the header) to every subscriber of the topic.
+ * Consumes framed. */
+static void fan_out(zbuf_t *framed, size_t hdr, size_t topic_len)
+{
+    for (struct peer *s = B.peers; s != NULL; s = s->next) {
+        if (s->topic_len != topic_len || !bytes_equal(framed, hdr, s->topic, topic_len))
             continue;
         zbuf_t *d;
         if (zbuf_dup(framed, 0, ZBUF_TO_END, &d) != 0)
-            break;
-        if (zbuf_uv_write(&p->zs.stream, d, on_delivered, NULL) != 0) {
-            zbuf_delete(d);
+            break; /* out of memory: the others miss it too */
+        if (zbuf_uv_stream_write(&s->zs, d, on_delivered, NULL) != 0) {
+            zbuf_delete(d); /* the stream is failing: its read side reports it */
             continue;
         }
-        if (!p->congested && zbuf_uv_write_queue_size(&p->zs.stream) > HIGH_WATER) {
-            p->congested = true;
-            ncongested++;
-        }
+        if (zbuf_uv_write_full(&s->zs) && s->full_since == 0)
+            s->full_since = now_ms();
     }
-    /* The subscribers' duplicates hold the buffers now; they go back to the
-     * pool when the last write completes. */
-    zbuf_delete(framed);
+    zbuf_delete(framed); /* the duplicates hold the buffers now */
 }
 
-static void handle(struct peer *p, zbuf_t *msg)
+/* ----------------------------------------------------------- commands */
+
+/* A reply frame of static bytes: enrolled, never copied. */
+static int reply_static(struct peer *p, const char *text)
 {
-    uint8_t cmd = 0;
+    zbuf_t *z;
+    if (zbuf_create(&z) != 0)
+        return -ENOMEM;
+    int rc = zbuf_append_buf(z, (void *)text, strlen(text), NULL, NULL);
+    if (rc == 0)
+        rc = zbuf_frame_encode(&B.fo, z);
+    if (rc == 0)
+        rc = zbuf_uv_stream_write(&p->zs, z, NULL, NULL);
+    if (rc != 0)
+        zbuf_delete(z);
+    return rc;
+}
+
+/* Handle one frame's payload; consumes msg.  Returns false when the peer
+ * was closed. */
+static bool handle(struct peer *p, zbuf_t *msg)
+{
     zbuf_cursor_t c;
-    if (zbuf_cursor_init(&c, msg, 0) == 0)
-        zbuf_cursor_read_u8(&c, &cmd); /* decoding a header byte is not a copy */
-    if (cmd == 'S' && !p->subscribed) {
-        p->subscribed = true;
-        nsubs++;
+    size_t verb = 0, topic = 0, len = zbuf_length(msg);
+    if (zbuf_cursor_init(&c, msg, 0) != 0)
+        goto bad;
+    if (zbuf_cursor_find(&c, ' ', 5, &verb) != 0)
+        verb = len; /* no argument */
+    if (verb == 4 && bytes_equal(msg, 0, (const uint8_t *)"SYNC", 4)) {
         zbuf_delete(msg);
-        if (on_subscribed_hook)
-            on_subscribed_hook();
-    } else if (cmd == 'P') {
-        p->publisher = true;
-        published++;
-        zbuf_cut(msg, 0, 1, NULL); /* drop the command byte: a front cut */
-        if (zbuf_frame_encode(NULL, msg) != 0) {
-            zbuf_delete(msg);
-            return;
-        }
-        fan_out(msg);
-    } else {
-        zbuf_delete(msg);
+        if (reply_static(p, "SYNC") == 0)
+            return true;
+        peer_close(p, &B.closed_error, "cannot reply");
+        return false;
     }
+    if (verb != 3 || zbuf_cursor_skip(&c, 4) != 0)
+        goto bad;
+    if (zbuf_cursor_find(&c, ' ', MAX_TOPIC + 1, &topic) != 0)
+        topic = zbuf_cursor_remaining(&c); /* the topic runs to the end */
+    if (topic == 0 || topic > MAX_TOPIC)
+        goto bad;
+    if (bytes_equal(msg, 0, (const uint8_t *)"SUB", 3) && topic == len - 4) {
+        /* The one copy the broker makes: a subscriber's topic, once. */
+        if (zbuf_cursor_read(&c, p->topic, topic) != 0)
+            goto bad;
+        p->topic_len = topic;
+        zbuf_delete(msg);
+        return true;
+    }
+    if (bytes_equal(msg, 0, (const uint8_t *)"PUB", 3) && topic < len - 4) {
+        p->published++;
+        B.published++;
+        (void)zbuf_cut(msg, 0, 4, NULL); /* "PUB ": a front cut, no copy */
+        size_t hdr = zbuf_frame_header_size(&B.fo, zbuf_length(msg));
+        if (zbuf_frame_encode(&B.fo, msg) != 0) {
+            zbuf_delete(msg);
+            peer_close(p, &B.closed_error, "out of memory");
+            return false;
+        }
+        fan_out(msg, hdr, topic);
+        return true;
+    }
+bad:
+    zbuf_delete(msg);
+    peer_close(p, &B.closed_protocol, "bad command");
+    return false;
 }
 
 static void on_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
 {
     struct peer *p = (struct peer *)zs;
-    if (status == UV_ENOBUFS)
-        return;
-    if (status < 0) {
-        peer_close(p);
+    if (status == UV_ENOBUFS) {
+        B.pauses++; /* it resumes by itself; on_resumed counts it */
         return;
     }
-    if (zbuf_frame_decoder_feed(p->dec, z) != 0) {
+    if (status < 0) {
+        if (status == UV_EOF)
+            peer_close(p, &B.closed_eof, "end of stream");
+        else
+            peer_close(p, &B.closed_error, uv_err_name((int)status));
+        return;
+    }
+    int rc = zbuf_frame_decoder_feed(p->dec, z);
+    if (rc != 0) {
         zbuf_delete(z);
-        peer_close(p);
+        peer_close(p, &B.closed_protocol, zbuf_strerror(rc));
         return;
     }
     zbuf_t *msg;
-    int rc;
-    while ((rc = zbuf_frame_decoder_next(p->dec, &msg)) == 0)
-        handle(p, msg);
-    if (rc != -EAGAIN) {
-        fprintf(stderr, "broker: protocol error (%s); closing\n", zbuf_strerror(rc));
-        peer_close(p);
+    bool progress = false;
+    while ((rc = zbuf_frame_decoder_next(p->dec, &msg)) == 0) {
+        progress = true;
+        if (!handle(p, msg))
+            return;
+    }
+    if (rc != -EAGAIN) { /* -EMSGSIZE, -EBADMSG: the connection is done */
+        peer_close(p, &B.closed_protocol, zbuf_strerror(rc));
         return;
     }
-    if (ncongested > 0 && p->publisher && p->reading) {
-        zbuf_uv_read_stop(zs);
-        p->reading = false;
-    }
+    /* A partial frame must complete within partial_ms of when it began. */
+    if (zbuf_frame_decoder_buffered(p->dec) == 0)
+        p->partial_since = 0;
+    else if (progress || p->partial_since == 0)
+        p->partial_since = now_ms();
 }
+
+/* ------------------------------------------------------- connections */
 
 static void on_connection(uv_stream_t *srv, int status)
 {
-    if (status < 0 || npeers == MAX_SUBS)
+    if (status < 0 || B.stopping)
         return;
     struct peer *p = calloc(1, sizeof(*p));
-    if (p == NULL || zbuf_frame_decoder_create(NULL, &p->dec) != 0) {
+    if (p == NULL || zbuf_frame_decoder_create(&B.fo, &p->dec) != 0) {
         free(p);
         return;
     }
-    uv_tcp_init(srv->loop, &p->zs.tcp);
+    uv_tcp_init(B.loop, &p->zs.tcp);
     zbuf_uv_stream_init(&p->zs);
-    p->slot = npeers;
-    peers[npeers++] = p;
-    if (uv_accept(srv, &p->zs.stream) != 0 || zbuf_uv_read_start(&p->zs, pool, on_read) != 0) {
-        peer_close(p);
+    p->id = B.next_id++;
+    p->next = B.peers;
+    if (B.peers != NULL)
+        B.peers->prev = p;
+    B.peers = p;
+    B.npeers++;
+    B.accepted++;
+    if (uv_accept(srv, &p->zs.stream) != 0 || B.npeers > MAX_PEERS ||
+        zbuf_uv_read_set_limit(&p->zs, opt.stream_limit) != 0 ||
+        zbuf_uv_read_set_resume_cb(&p->zs, on_resumed) != 0 ||
+        zbuf_uv_write_set_watermarks(&p->zs, opt.high_water, opt.low_water, on_drained) != 0 ||
+        zbuf_uv_read_start(&p->zs, B.pool, on_read) != 0) {
+        peer_close(p, &B.closed_error, "cannot set up");
         return;
     }
     uv_tcp_nodelay(&p->zs.tcp, 1);
-    p->reading = true;
+    if (opt.sndbuf > 0) {
+        int v = (int)opt.sndbuf;
+        uv_send_buffer_size(&p->zs.handle, &v);
+    }
 }
 
-static int listen_on(uv_loop_t *loop, int port)
+static void print_live(const char *when)
+{
+    zbuf_stats_t st;
+    zbuf_uv_stats_t us;
+    zbuf_stats_get(&st);
+    if (zbuf_uv_stats(B.loop, &us) != 0)
+        memset(&us, 0, sizeof(us));
+    fprintf(stderr,
+            "broker %s: live zbufs %" PRId64 ", segments %" PRId64 ", buffers %" PRId64
+            "; the adapter's streams hold %zu (%zu kept for the next read, %zu of them idle), "
+            "header slabs %zu; %zu streams, %zu paused; %zu writes queued (%zu bytes) pin "
+            "%zu buffers (%zu bytes)\n",
+            when, st.live_zbufs, st.live_segs, st.live_bufs, us.read_held, us.read_kept,
+            us.read_kept_idle, zbuf_frame_header_bufs(), us.streams, us.paused, us.write_reqs,
+            us.write_bytes, us.write_bufs, us.write_mem);
+}
+
+/* Every 250 ms: slowloris and slow consumers, and the optional stats. */
+static void on_sweep(uv_timer_t *t)
+{
+    (void)t;
+    static uint64_t last_stats;
+    uint64_t now = now_ms();
+    for (struct peer *p = B.peers, *next; p != NULL; p = next) {
+        next = p->next;
+        if (zbuf_uv_read_paused(&p->zs))
+            p->partial_since = p->partial_since ? now : 0; /* we hold it back */
+        else if (p->partial_since != 0 && now - p->partial_since > opt.partial_ms)
+            peer_close(p, &B.closed_slowloris, "partial frame timed out");
+        else if (p->full_since != 0 && now - p->full_since > opt.slow_ms)
+            peer_close(p, &B.closed_slow, "slow consumer");
+    }
+    if (opt.stats_ms > 0 && now - last_stats >= opt.stats_ms) {
+        last_stats = now;
+        print_live("running");
+    }
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    (void)s;
+    if (B.stopping)
+        return;
+    B.stopping = true;
+    if (opt.verbose)
+        fprintf(stderr, "broker: signal %d, closing %zu connections\n", signum, B.npeers);
+    uv_close((uv_handle_t *)&B.server, NULL);
+    uv_close((uv_handle_t *)&B.sweep, NULL);
+    uv_close((uv_handle_t *)&B.sigint, NULL);
+    uv_close((uv_handle_t *)&B.sigterm, NULL);
+    while (B.peers != NULL)
+        peer_close(B.peers, &B.closed_eof, "shutting down");
+}
+
+static int listen_on(int port)
 {
     struct sockaddr_in addr;
     struct sockaddr_storage bound;
     int len = sizeof(bound);
     uv_ip4_addr("127.0.0.1", port, &addr);
-    uv_tcp_init(loop, &server);
-    int rc = uv_tcp_bind(&server, (const struct sockaddr *)&addr, 0);
+    uv_tcp_init(B.loop, &B.server);
+    int rc = uv_tcp_bind(&B.server, (const struct sockaddr *)&addr, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&server, 128, on_connection);
+        rc = uv_listen((uv_stream_t *)&B.server, 512, on_connection);
+    if (rc == 0)
+        rc = uv_tcp_getsockname(&B.server, (struct sockaddr *)&bound, &len);
     if (rc != 0) {
         fprintf(stderr, "broker: cannot listen on port %d: %s\n", port, uv_strerror(rc));
         return -1;
     }
-    uv_tcp_getsockname(&server, (struct sockaddr *)&bound, &len);
     return ntohs(((struct sockaddr_in *)&bound)->sin_port);
 }
 
-/* ------------------------------------------------------------ selftest */
-
-/* In-process clients: N subscribers and one publisher on the same loop. */
-struct client {
-    zbuf_uv_stream_t zs;
-    uv_connect_t req;
-    zbuf_frame_decoder_t *dec;
-    unsigned long got, bad;
-};
-
-static struct client *subs, pub;
-static int st_subs;
-static unsigned long st_msgs, st_sent, st_done_subs;
-static size_t st_size;
-static unsigned char *st_payload;
-static zbuf_t *st_master;     /* 'P' + payload, enrolled once */
-static zbuf_stats_t st_before;
-
-static void client_closed(uv_handle_t *h)
+static int usage(void)
 {
-    struct client *c = (struct client *)h;
-    zbuf_frame_decoder_delete(c->dec);
+    fprintf(stderr, "usage: uv_pubsub_broker [--port N] [--port-file PATH] [--pool-bufs N] "
+                    "[--buf-size BYTES] [--stream-limit N] [--max-frame BYTES] "
+                    "[--high-water BYTES] [--low-water BYTES] [--slow-ms MS] "
+                    "[--partial-ms MS] [--sndbuf BYTES] [--stats-ms MS] [--verbose]\n");
+    return 2;
 }
 
-static void finish_selftest(void)
+static bool parse_args(int argc, char **argv)
 {
-    zbuf_stats_t after;
-    zbuf_stats_get(&after);
-    printf("selftest: %lu messages of %zu bytes fanned out to %d subscribers; "
-           "bytes copied in user space meanwhile: %llu\n",
-           st_msgs, st_size, st_subs,
-           (unsigned long long)(after.bytes_copied - st_before.bytes_copied));
-    for (int i = 0; i < st_subs; i++)
-        zbuf_uv_close(&subs[i].zs, client_closed);
-    zbuf_uv_close(&pub.zs, client_closed);
-    while (npeers > 0)
-        peer_close(peers[0]);
-    uv_close((uv_handle_t *)&server, NULL);
-}
-
-static void publish_more(void);
-
-static void on_published(uv_stream_t *s, int status, void *arg)
-{
-    (void)s;
-    (void)arg;
-    if (status == 0)
-        publish_more();
-}
-
-static void publish_more(void)
-{
-    /* Keep a few publishes in flight; the broker applies backpressure. */
-    while (st_sent < st_msgs && zbuf_uv_write_queue_size(&pub.zs.stream) < HIGH_WATER) {
-        zbuf_t *m;
-        if (zbuf_dup(st_master, 0, ZBUF_TO_END, &m) != 0 || zbuf_frame_encode(NULL, m) != 0 ||
-            zbuf_uv_write(&pub.zs.stream, m, on_published, NULL) != 0) {
-            fprintf(stderr, "selftest: publish failed\n");
-            exit(1);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        size_t *sz = strcmp(a, "--pool-bufs") == 0      ? &opt.pool_bufs
+                     : strcmp(a, "--buf-size") == 0     ? &opt.buf_size
+                     : strcmp(a, "--stream-limit") == 0 ? &opt.stream_limit
+                     : strcmp(a, "--max-frame") == 0    ? &opt.max_frame
+                     : strcmp(a, "--high-water") == 0   ? &opt.high_water
+                     : strcmp(a, "--low-water") == 0    ? &opt.low_water
+                     : strcmp(a, "--sndbuf") == 0       ? &opt.sndbuf
+                                                        : NULL;
+        unsigned *ms = strcmp(a, "--slow-ms") == 0      ? &opt.slow_ms
+                       : strcmp(a, "--partial-ms") == 0 ? &opt.partial_ms
+                       : strcmp(a, "--stats-ms") == 0   ? &opt.stats_ms
+                                                        : NULL;
+        if (strcmp(a, "--verbose") == 0) {
+            opt.verbose = true;
+            continue;
         }
-        st_sent++;
+        if (v == NULL)
+            return false;
+        i++;
+        if (sz != NULL)
+            *sz = (size_t)strtoull(v, NULL, 10);
+        else if (ms != NULL)
+            *ms = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--port") == 0)
+            opt.port = atoi(v);
+        else if (strcmp(a, "--port-file") == 0)
+            opt.port_file = v;
+        else
+            return false;
     }
-}
-
-static void all_subscribed(void)
-{
-    if (nsubs == st_subs) {
-        zbuf_stats_get(&st_before);
-        publish_more();
-    }
-}
-
-static void sub_read(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z)
-{
-    struct client *c = (struct client *)zs;
-    if (status < 0)
-        return;
-    zbuf_frame_decoder_feed(c->dec, z);
-    zbuf_t *m;
-    while (zbuf_frame_decoder_next(c->dec, &m) == 0) {
-        /* Check in place, segment by segment: the payload was never copied. */
-        size_t off = 0;
-        bool ok = zbuf_length(m) == st_size;
-        for (zbuf_seg_t *s = zbuf_seg_first(m); ok && s; s = zbuf_seg_next(m, s)) {
-            size_t n = zbuf_seg_length(m, s);
-            ok = memcmp(zbuf_seg_data(m, s), st_payload + off, n) == 0;
-            off += n;
-        }
-        c->bad += !ok;
-        c->got++;
-        zbuf_delete(m);
-        if (c->got == st_msgs && ++st_done_subs == (unsigned long)st_subs)
-            finish_selftest();
-    }
-}
-
-static void send_command(struct client *c, char cmd)
-{
-    zbuf_t *z;
-    zbuf_create(&z);
-    zbuf_append_copy(z, &cmd, 1);
-    zbuf_frame_encode(NULL, z);
-    zbuf_uv_write(&c->zs.stream, z, NULL, NULL);
-}
-
-static void sub_connected(uv_connect_t *req, int status)
-{
-    struct client *c = req->data;
-    if (status < 0) {
-        fprintf(stderr, "selftest: connect: %s\n", uv_strerror(status));
-        exit(1);
-    }
-    zbuf_uv_read_start(&c->zs, pool, sub_read);
-    send_command(c, 'S');
-}
-
-static void pub_connected(uv_connect_t *req, int status)
-{
-    (void)req;
-    if (status < 0)
-        exit(1);
-}
-
-static void client_connect(uv_loop_t *loop, struct client *c, int port, uv_connect_cb cb)
-{
-    struct sockaddr_in addr;
-    uv_ip4_addr("127.0.0.1", port, &addr);
-    zbuf_frame_decoder_create(NULL, &c->dec);
-    uv_tcp_init(loop, &c->zs.tcp);
-    zbuf_uv_stream_init(&c->zs);
-    uv_tcp_nodelay(&c->zs.tcp, 1);
-    c->req.data = c;
-    uv_tcp_connect(&c->req, &c->zs.tcp, (const struct sockaddr *)&addr, cb);
-}
-
-static void free_payload(void *data, size_t len, void *arg)
-{
-    (void)len;
-    (void)arg;
-    free(data);
-}
-
-static int selftest(uv_loop_t *loop, int n, unsigned long m, size_t size)
-{
-    int port = listen_on(loop, 0);
-    if (port < 0)
-        return 1;
-    st_subs = n;
-    st_msgs = m;
-    st_size = size;
-    subs = calloc((size_t)n, sizeof(*subs));
-    /* The published message: 'P' then the payload, in one enrolled buffer. */
-    unsigned char *mem = malloc(size + 1);
-    mem[0] = 'P';
-    for (size_t i = 0; i < size; i++)
-        mem[1 + i] = (unsigned char)(i * 7 + 3);
-    st_payload = mem + 1;
-    zbuf_create(&st_master);
-    zbuf_append_buf(st_master, mem, size + 1, free_payload, NULL);
-
-    on_subscribed_hook = all_subscribed;
-    for (int i = 0; i < n; i++)
-        client_connect(loop, &subs[i], port, sub_connected);
-    client_connect(loop, &pub, port, pub_connected);
-    uv_run(loop, UV_RUN_DEFAULT);
-
-    unsigned long bad = 0, got = 0;
-    for (int i = 0; i < n; i++) {
-        bad += subs[i].bad;
-        got += subs[i].got;
-    }
-    zbuf_delete(st_master);
-    free(subs);
-    printf("selftest: %lu of %lu deliveries, %lu bad, %lu broker writes completed\n", got,
-           m * (unsigned long)n, bad, delivered_writes);
-    return got == m * (unsigned long)n && bad == 0 ? 0 : 1;
+    return opt.pool_bufs > 0 && opt.buf_size > 0 && opt.stream_limit > 0 &&
+           opt.max_frame > 0 && opt.low_water <= opt.high_water && opt.high_water > 0;
 }
 
 int main(int argc, char **argv)
 {
+    if (!parse_args(argc, argv))
+        return usage();
     signal(SIGPIPE, SIG_IGN);
-    if (zbuf_pool_create(POOL_BUF_SIZE, POOL_BUFS, &pool) != 0)
+    B.loop = uv_default_loop();
+    if (zbuf_pool_create(opt.buf_size, opt.pool_bufs, &B.pool) != 0)
         return 1;
-    uv_loop_t *loop = uv_default_loop();
-    int rc = 0;
-    if (argc > 1 && strcmp(argv[1], "--selftest") == 0) {
-        int n = argc > 2 ? atoi(argv[2]) : 16;
-        unsigned long m = argc > 3 ? strtoul(argv[3], NULL, 10) : 1000;
-        size_t size = argc > 4 ? (size_t)strtoul(argv[4], NULL, 10) : 65536;
-        if (n < 1 || n > MAX_SUBS - 1 || m < 1 || size < 1) {
-            fprintf(stderr, "usage: uv_pubsub_broker --selftest N M SIZE\n");
-            return 2;
-        }
-        rc = selftest(loop, n, m, size);
-    } else {
-        int port = listen_on(loop, argc > 1 ? atoi(argv[1]) : 7001);
-        if (port < 0)
+    zbuf_frame_opts_default(&B.fo);
+    B.fo.max_payload = opt.max_frame;
+    int port = listen_on(opt.port);
+    if (port < 0)
+        return 1;
+    if (opt.port_file != NULL) {
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", opt.port_file);
+        FILE *f = fopen(tmp, "w");
+        if (f == NULL || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 ||
+            rename(tmp, opt.port_file) != 0) {
+            perror("broker: port file");
             return 1;
-        printf("broker listening on 127.0.0.1:%d\n", port);
-        fflush(stdout);
-        uv_run(loop, UV_RUN_DEFAULT);
+        }
     }
-    uv_loop_close(loop);
-    zbuf_pool_delete(pool);
+    fprintf(stderr, "broker: listening on 127.0.0.1:%d (pool %zu x %zu bytes, %zu per stream)\n",
+            port, opt.pool_bufs, opt.buf_size, opt.stream_limit);
+    uv_timer_init(B.loop, &B.sweep);
+    uv_timer_start(&B.sweep, on_sweep, 250, 250);
+    uv_signal_init(B.loop, &B.sigint);
+    uv_signal_init(B.loop, &B.sigterm);
+    uv_signal_start(&B.sigint, on_signal, SIGINT);
+    uv_signal_start(&B.sigterm, on_signal, SIGTERM);
+
+    zbuf_stats_t st0;
+    zbuf_stats_get(&st0);
+    uv_run(B.loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(B.loop) == 0 ? 0 : 1;
+    zbuf_pool_delete(B.pool);
+    zbuf_frame_thread_flush();
+    zbuf_thread_cache_flush();
+
+    zbuf_stats_t st;
+    zbuf_stats_get(&st);
+    fprintf(stderr,
+            "broker: %lu connections; %lu published, %lu delivered; %lu pauses, %lu resumes; "
+            "closed: %lu end, %lu error, %lu protocol, %lu slowloris, %lu slow consumer\n",
+            B.accepted, B.published, B.delivered, B.pauses, B.resumes, B.closed_eof,
+            B.closed_error, B.closed_protocol, B.closed_slowloris, B.closed_slow);
+    fprintf(stderr,
+            "broker: bytes copied %" PRIu64 " (subscription topics only); live at exit: "
+            "zbufs %" PRId64 ", segments %" PRId64 ", buffers %" PRId64 ", pools %" PRId64 "\n",
+            st.bytes_copied - st0.bytes_copied, st.live_zbufs, st.live_segs, st.live_bufs,
+            st.live_pools);
+    if (st.live_zbufs != 0 || st.live_segs != 0 || st.live_bufs != 0 || st.live_pools != 0) {
+        fprintf(stderr, "broker: LEAK: a counter is not back to zero\n");
+        rc = 1;
+    }
     return rc;
 }

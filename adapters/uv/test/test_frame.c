@@ -5,12 +5,13 @@
  * any payload is awaited, and no payload byte copied.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "uvt.h"
 
-ZT_SUITE(frame);
+UVT_CODEC_SUITE(frame);
 
 static const zbuf_frame_len_t all_kinds[] = {ZBUF_FRAME_BE32, ZBUF_FRAME_BE16, ZBUF_FRAME_LE32,
                                              ZBUF_FRAME_BE64, ZBUF_FRAME_VARINT};
@@ -352,11 +353,23 @@ Test(frame, encoding_writes_only_the_header)
     cr_assert_eq(zbuf_copyout(m, 0, h, 4), 4);
     cr_assert_eq(h[3], sizeof(text));
     cr_assert_eq(h[0] | h[1] | h[2], 0);
-    /* A second header goes into the first one's headroom: no new segment. */
+    /* A second header goes into the slab as well (the first header's
+     * buffer is shared with the slab, so it offers no headroom). */
     cr_assert_eq(zbuf_frame_encode(NULL, m), 0);
-    cr_assert_eq(zbuf_seg_count(m), 2);
+    cr_assert_eq(zbuf_seg_count(m), 3);
     zbuf_delete(m);
     cr_assert_eq(released, 1);
+
+    /* A private buffer with headroom takes the header in place. */
+    zbuf_buf_t *b;
+    cr_assert_eq(zbuf_buf_alloc(64, &b), 0);
+    cr_assert_eq(zbuf_create(&m), 0);
+    cr_assert_eq(zbuf_append_ref(m, b, 16, 10), 0);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_frame_encode(NULL, m), 0);
+    cr_assert_eq(zbuf_seg_count(m), 1);
+    cr_assert_eq(zbuf_length(m), 14);
+    zbuf_delete(m);
 }
 
 Test(frame, bad_arguments_are_refused)
@@ -634,4 +647,287 @@ Test(frame, append_copy_frames_raw_bytes)
     const size_t lens[] = {300, 0};
     cr_assert_eq(drain(d, lens, 2, 0), 2);
     zbuf_frame_decoder_delete(d);
+}
+
+/* ------------------------------------------------------------ idle cost */
+
+Test(frame, an_idle_decoder_holds_no_zbuf)
+{
+    zbuf_stats_t st0, st;
+    zbuf_frame_decoder_t *d;
+    zbuf_stats_get(&st0);
+    cr_assert_eq(zbuf_frame_decoder_create(NULL, &d), 0);
+    zbuf_stats_get(&st);
+    cr_assert_eq(st.live_zbufs, st0.live_zbufs, "a new decoder holds no zbuf");
+    const size_t lens[] = {10, 20};
+    size_t total;
+    uint8_t *flat = wire(NULL, lens, 2, &total);
+    feed(d, flat, 0, 7); /* a partial frame: held */
+    zbuf_stats_get(&st);
+    cr_assert_eq(st.live_zbufs, st0.live_zbufs + 1);
+    feed(d, flat, 7, total);
+    cr_assert_eq(drain(d, lens, 2, 0), 2);
+    zbuf_stats_get(&st);
+    cr_assert_eq(st.live_zbufs, st0.live_zbufs, "drained: it holds nothing again");
+    cr_assert_eq(st.live_segs, st0.live_segs);
+    cr_assert_eq(zbuf_frame_decoder_buffered(d), 0);
+    /* An empty zbuf fed is consumed and nothing kept. */
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_frame_decoder_feed(d, z), 0);
+    zbuf_stats_get(&st);
+    cr_assert_eq(st.live_zbufs, st0.live_zbufs);
+    zbuf_frame_decoder_delete(d);
+    free(flat);
+}
+
+Test(frame, a_frame_that_is_all_of_the_stream_is_handed_out_without_a_split)
+{
+    zbuf_frame_decoder_t *d;
+    cr_assert_eq(zbuf_frame_decoder_create(NULL, &d), 0);
+    zbuf_t *m = message(100, 3), *got;
+    cr_assert_eq(zbuf_frame_encode(NULL, m), 0);
+    zbuf_t *sent = m;
+    cr_assert_eq(zbuf_frame_decoder_feed(d, m), 0);
+    cr_assert_eq(zbuf_frame_decoder_next(d, &got), 0);
+    cr_assert_eq(got, sent, "the zbuf fed comes back as the frame");
+    expect_message(got, 100, 3);
+    zbuf_delete(got);
+    zbuf_frame_decoder_delete(d);
+}
+
+/* ------------------------------------------- frames that can never fit */
+
+/* What a reader of pool p does: bytes of the wire go into pool buffers
+ * taken through quota q (NULL: straight from the pool), each piece of
+ * pieces[] one read, a new buffer when the current one has less than
+ * `min_room` left.  The buffers end up held by the zbufs fed. */
+struct reader {
+    zbuf_pool_t *pool;
+    zbuf_pool_quota_t *q;
+    zbuf_buf_t *cur;
+    size_t used, min_room;
+};
+
+static int reader_feed(struct reader *r, zbuf_frame_decoder_t *d, const uint8_t *bytes, size_t n)
+{
+    size_t size = zbuf_pool_buf_size(r->pool);
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    while (n > 0) {
+        if (r->cur == NULL || size - r->used == 0 || size - r->used < r->min_room) {
+            zbuf_buf_t *b;
+            int rc = r->q ? zbuf_pool_quota_get(r->q, &b) : zbuf_pool_get(r->pool, &b);
+            if (rc != 0 && r->cur != NULL && r->used < size) {
+                b = NULL; /* cannot grow: use the tail */
+            } else {
+                /* A real reader would pause here, for good. */
+                cr_assert_eq(rc, 0, "the reader is stuck and the decoder did not notice");
+                zbuf_buf_unref(r->cur);
+                r->cur = b;
+                r->used = 0;
+            }
+        }
+        size_t k = size - r->used < n ? size - r->used : n;
+        memcpy((uint8_t *)zbuf_buf_data(r->cur) + r->used, bytes, k);
+        cr_assert_eq(zbuf_append_ref(z, r->cur, r->used, k), 0);
+        r->used += k;
+        bytes += k;
+        n -= k;
+    }
+    return zbuf_frame_decoder_feed(d, z);
+}
+
+static void reader_done(struct reader *r)
+{
+    zbuf_buf_unref(r->cur);
+    r->cur = NULL;
+}
+
+static uint8_t *frame_bytes(size_t payload, size_t *total)
+{
+    const size_t lens[] = {payload};
+    return wire(NULL, lens, 1, total);
+}
+
+Test(frame, a_frame_larger_than_the_pool_is_refused_once_its_header_shows_it)
+{
+    zbuf_pool_t *pool;
+    cr_assert_eq(zbuf_pool_create(1024, 4, &pool), 0);
+    struct reader r = {.pool = pool, .min_room = 128};
+    zbuf_frame_decoder_t *d;
+    cr_assert_eq(zbuf_frame_decoder_create(NULL, &d), 0);
+    size_t total;
+    uint8_t *flat = frame_bytes(4 * 1024, &total); /* 4 KiB + header: 5 buffers */
+    cr_assert_eq(reader_feed(&r, d, flat, 100), 0);
+    zbuf_t *m;
+    cr_assert_eq(zbuf_frame_decoder_next(d, &m), -EMSGSIZE);
+    cr_assert_eq(zbuf_frame_decoder_next(d, &m), -EMSGSIZE, "sticky");
+    zbuf_t *more = message(1, 1);
+    cr_assert_eq(zbuf_frame_decoder_feed(d, more), -EMSGSIZE);
+    zbuf_delete(more);
+    zbuf_frame_decoder_delete(d);
+    reader_done(&r);
+    cr_assert_eq(zbuf_pool_available(pool), 4);
+    free(flat);
+
+    /* One byte less fits in the four buffers: it is awaited, then whole. */
+    cr_assert_eq(zbuf_frame_decoder_create(NULL, &d), 0);
+    flat = frame_bytes(4 * 1024 - 4, &total);
+    cr_assert_eq(reader_feed(&r, d, flat, 100), 0);
+    cr_assert_eq(zbuf_frame_decoder_next(d, &m), -EAGAIN);
+    cr_assert_eq(reader_feed(&r, d, flat + 100, total - 100), 0);
+    cr_assert_eq(zbuf_frame_decoder_next(d, &m), 0);
+    expect_message(m, 4 * 1024 - 4, 0);
+    zbuf_delete(m);
+    zbuf_frame_decoder_delete(d);
+    reader_done(&r);
+    cr_assert_eq(zbuf_pool_available(pool), 4);
+    free(flat);
+    zbuf_pool_delete(pool);
+}
+
+/* min_room 0 packs perfectly; 400 abandons every tail below 400 bytes. */
+static int feed_in_pieces(size_t limit, size_t min_room, size_t payload, size_t piece)
+{
+    zbuf_pool_t *pool;
+    zbuf_pool_quota_t *q;
+    cr_assert_eq(zbuf_pool_create(1024, 16, &pool), 0);
+    cr_assert_eq(zbuf_pool_quota_create(pool, limit, NULL, NULL, &q), 0);
+    struct reader r = {.pool = pool, .q = q, .min_room = min_room};
+    zbuf_frame_decoder_t *d;
+    cr_assert_eq(zbuf_frame_decoder_create(NULL, &d), 0);
+    size_t total;
+    uint8_t *flat = frame_bytes(payload, &total);
+    int rc = -EAGAIN;
+    zbuf_t *m = NULL;
+    for (size_t off = 0; off < total && rc == -EAGAIN; off += piece) {
+        size_t n = total - off < piece ? total - off : piece;
+        cr_assert_eq(reader_feed(&r, d, flat + off, n), 0);
+        rc = zbuf_frame_decoder_next(d, &m);
+        cr_assert_leq(zbuf_pool_quota_held(q), limit);
+    }
+    if (rc == 0) {
+        expect_message(m, payload, 0);
+        zbuf_delete(m);
+    }
+    zbuf_frame_decoder_delete(d);
+    reader_done(&r);
+    zbuf_pool_quota_delete(q);
+    cr_assert_eq(zbuf_pool_available(pool), 16);
+    zbuf_pool_delete(pool);
+    free(flat);
+    return rc;
+}
+
+Test(frame, a_quota_limit_bounds_the_frame_and_waste_is_caught_when_the_buffers_are_full)
+{
+    /* 3 buffers of 1 KiB: a 3068-byte payload (3072 with its header). */
+    cr_assert_eq(feed_in_pieces(3, 0, 3068, 500), 0, "fits when packed");
+    cr_assert_eq(feed_in_pieces(3, 0, 3069, 500), -EMSGSIZE, "one byte too many");
+    cr_assert_eq(feed_in_pieces(2, 0, 3068, 500), -EMSGSIZE, "a lower limit");
+    cr_assert_eq(feed_in_pieces(4, 400, 3068, 700), 0, "one spare buffer absorbs the waste");
+    cr_assert_eq(feed_in_pieces(3, 400, 3068, 700), -EMSGSIZE,
+                 "the abandoned tails make it too long for three");
+}
+
+Test(frame, bytes_outside_pools_are_not_counted)
+{
+    zbuf_frame_decoder_t *d;
+    cr_assert_eq(zbuf_frame_decoder_create(NULL, &d), 0);
+    const size_t lens[] = {1 << 20};
+    size_t total;
+    uint8_t *flat = wire(NULL, lens, 1, &total);
+    feed(d, flat, 0, 1000);
+    zbuf_t *m;
+    cr_assert_eq(zbuf_frame_decoder_next(d, &m), -EAGAIN, "heap memory: only max_payload");
+    feed(d, flat, 1000, total);
+    cr_assert_eq(zbuf_frame_decoder_next(d, &m), 0);
+    zbuf_delete(m);
+    zbuf_frame_decoder_delete(d);
+    free(flat);
+}
+
+/* --------------------------------------------------------- header slabs */
+
+Test(frame, framing_shared_messages_allocates_nothing_in_the_steady_state)
+{
+    enum { LIVE = 300, ROUNDS = 20000 };
+    zbuf_buf_t *b;
+    zbuf_t *live[LIVE] = {0};
+    cr_assert_eq(zbuf_buf_alloc(4096, &b), 0);
+    memset(zbuf_buf_data(b), 'x', 4096);
+    zbuf_stats_t st0, st1;
+    for (int i = 0; i < ROUNDS; i++) {
+        if (i == 2 * LIVE)
+            zbuf_stats_get(&st0); /* after the warm-up */
+        /* A message whose only buffer is shared: no headroom. */
+        zbuf_t *m;
+        cr_assert_eq(zbuf_create(&m), 0);
+        cr_assert_eq(zbuf_append_ref(m, b, (size_t)i % 64, 100), 0);
+        cr_assert_eq(zbuf_frame_encode(NULL, m), 0);
+        cr_assert_eq(zbuf_length(m), 104);
+        if (i % 1000 == 0) {
+            uint8_t h[4];
+            cr_assert_eq(zbuf_copyout(m, 0, h, 4), 4);
+            cr_assert_eq(h[0] | h[1] | h[2], 0);
+            cr_assert_eq(h[3], 100);
+        }
+        zbuf_delete(live[i % LIVE]); /* LIVE messages alive at any time */
+        live[i % LIVE] = m;
+    }
+    zbuf_stats_get(&st1);
+    cr_assert_eq(st1.allocs, st0.allocs, "%llu allocations for %d frames",
+                 (unsigned long long)(st1.allocs - st0.allocs), ROUNDS - 2 * LIVE);
+    cr_assert_gt(zbuf_frame_header_bufs(), 0);
+    cr_assert_leq(zbuf_frame_header_bufs(), 16);
+    for (int i = 0; i < LIVE; i++)
+        zbuf_delete(live[i]);
+    zbuf_buf_unref(b);
+    zbuf_stats_get(&st0);
+    zbuf_frame_thread_flush();
+    zbuf_stats_get(&st1);
+    cr_assert_eq(zbuf_frame_header_bufs(), 0);
+    cr_assert_lt(st1.live_bufs, st0.live_bufs, "the flush gave the slabs back");
+}
+
+Test(frame, a_slab_in_use_outlives_its_thread_and_a_flush)
+{
+    zbuf_buf_t *b;
+    cr_assert_eq(zbuf_buf_alloc(64, &b), 0);
+    zbuf_t *m;
+    cr_assert_eq(zbuf_create(&m), 0);
+    cr_assert_eq(zbuf_append_ref(m, b, 0, 10), 0);
+    zbuf_buf_unref(b);
+    zbuf_t *keep;
+    cr_assert_eq(zbuf_dup(m, 0, ZBUF_TO_END, &keep), 0); /* shared: no headroom */
+    cr_assert_eq(zbuf_frame_encode(NULL, m), 0);
+    zbuf_frame_thread_flush(); /* the header's slab stays alive with m */
+    uint8_t h[14];
+    cr_assert_eq(zbuf_copyout(m, 0, h, 14), 14);
+    cr_assert_eq(h[3], 10);
+    zbuf_delete(m);
+    zbuf_delete(keep);
+}
+
+static void *encode_on_a_thread(void *arg)
+{
+    zbuf_t *m = arg;
+    cr_assert_eq(zbuf_frame_encode(NULL, m), 0);
+    zbuf_thread_cache_flush();
+    return NULL; /* its slab goes at exit; the header's segment keeps it */
+}
+
+Test(frame, a_thread_gives_its_slabs_back_when_it_exits)
+{
+    zbuf_t *m = message(10, 1), *keep;
+    cr_assert_eq(zbuf_dup(m, 0, ZBUF_TO_END, &keep), 0);
+    size_t before = zbuf_frame_header_bufs();
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, encode_on_a_thread, m), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(zbuf_frame_header_bufs(), before);
+    cr_assert_eq(zbuf_length(m), 14);
+    zbuf_delete(m);
+    zbuf_delete(keep);
 }

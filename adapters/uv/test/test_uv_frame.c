@@ -322,3 +322,149 @@ Test(uv_frame, a_malformed_length_closes_the_connection)
     rejecting_close(UVT_TCP, padded, 3, -EBADMSG);
     rejecting_close(UVT_UNIX, padded, 3, -EBADMSG);
 }
+
+/* ------------------------------------------ frames that can never fit */
+
+/* Send a frame header announcing `payload` bytes, then `sent` of them. */
+static void send_partial_frame(struct uvt_pair *p, size_t payload, size_t sent, uint32_t seed)
+{
+    zbuf_t *z;
+    uint8_t hdr[4] = {(uint8_t)(payload >> 24), (uint8_t)(payload >> 16), (uint8_t)(payload >> 8),
+                      (uint8_t)payload};
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_copy(z, hdr, 4), 0);
+    if (sent > 0) {
+        const size_t sizes[] = {65536};
+        cr_assert_eq(zbuf_append(z, uvt_make(sent, seed, 0, sizes, 1, NULL)), 0);
+    }
+    cr_assert_eq(zbuf_uv_write(&p->a.stream, z, NULL, NULL), 0);
+}
+
+static bool both_unsettled(void *arg)
+{
+    struct fpeer *f = arg;
+    return f[0].closed == 0 || f[1].frames < f[1].nlens;
+}
+
+/* Issue 9, bug 2: with 4 x 64 KiB pool buffers and a 256 KiB frame, the
+ * decoder used to hold every buffer waiting for the rest, the reader was
+ * paused for good, and every other connection of the pool with it.  Now the
+ * frame is refused (-EMSGSIZE, on that connection only) as soon as its
+ * header shows it cannot fit, and the other connection reads on. */
+Test(uv_frame, a_frame_larger_than_the_pool_is_refused_and_the_others_read_on)
+{
+    const size_t lens[] = {100, 70000, 5, 120000};
+    zbuf_pool_t *pool;
+    cr_assert_eq(zbuf_pool_create(65536, 4, &pool), 0);
+    struct uvt_pair big, small;
+    struct fpeer f[2];
+    uvt_pair_open(&big, UVT_TCP);
+    uvt_pair_open(&small, UVT_UNIX);
+    fpeer_start(&f[0], &big.b, pool, NULL, NULL, 0);
+    fpeer_start(&f[1], &small.b, pool, NULL, lens, 4);
+    send_partial_frame(&big, 256 * 1024, 256 * 1024, 7);
+    cr_assert_eq(zbuf_uv_write(&small.a.stream, frames(NULL, lens, 4), NULL, NULL), 0);
+    cr_assert(uvt_run_while(both_unsettled, f, 10000),
+              "stalled: big connection %s, small one %zu of 4 frames",
+              f[0].closed ? "closed" : "open", f[1].frames);
+    cr_assert_eq(f[0].proto_error, -EMSGSIZE);
+    cr_assert_eq(f[0].frames, 0);
+    cr_assert_eq(f[1].bad_frames, 0);
+    cr_assert_eq(f[1].proto_error, 0);
+    zbuf_frame_decoder_delete(f[0].dec);
+    uvt_run_for(10);
+    cr_assert_eq(zbuf_pool_available(pool), 4, "the refused frame's buffers came back");
+    zbuf_uv_close(&big.a, NULL);
+    uvt_pair_close(&small);
+    zbuf_frame_decoder_delete(f[1].dec);
+    zbuf_pool_delete(pool);
+}
+
+static bool any_open(void *arg)
+{
+    struct fpeer *f = arg;
+    for (int i = 0; i < 4; i++)
+        if (f[i].closed == 0)
+            return true;
+    return f[4].frames < f[4].nlens;
+}
+
+/* Issue 9, bug 2, second case: four clients each send half of a 1 MiB frame
+ * on a 4 MiB pool.  Each stream may hold 8 of the pool's 64 buffers: a
+ * 1 MiB frame can never fit in that, so each of the four is refused at its
+ * header, holding next to nothing, and a fifth client is served all along. */
+Test(uv_frame, partial_frames_beyond_a_streams_limit_are_refused_one_by_one)
+{
+    const size_t lens[] = {1000, 200000, 3, 65536};
+    zbuf_pool_t *pool;
+    cr_assert_eq(zbuf_pool_create(65536, 64, &pool), 0);
+    struct uvt_pair p[5];
+    struct fpeer f[5];
+    for (int i = 0; i < 5; i++) {
+        uvt_pair_open(&p[i], i % 2 ? UVT_UNIX : UVT_TCP);
+        cr_assert_eq(zbuf_uv_read_set_limit(&p[i].b, 8), 0);
+        fpeer_start(&f[i], &p[i].b, pool, NULL, i < 4 ? NULL : lens, i < 4 ? 0 : 4);
+    }
+    for (int i = 0; i < 4; i++)
+        send_partial_frame(&p[i], 1 << 20, 1 << 19, 20 + (uint32_t)i);
+    cr_assert_eq(zbuf_uv_write(&p[4].a.stream, frames(NULL, lens, 4), NULL, NULL), 0);
+    cr_assert(uvt_run_while(any_open, f, 10000), "stalled: fifth client %zu of 4 frames",
+              f[4].frames);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(f[i].proto_error, -EMSGSIZE, "client %d: %d", i, f[i].proto_error);
+        zbuf_frame_decoder_delete(f[i].dec);
+        zbuf_uv_close(&p[i].a, NULL);
+    }
+    cr_assert_eq(f[4].bad_frames, 0);
+    cr_assert_eq(f[4].proto_error, 0);
+    uvt_pair_close(&p[4]);
+    zbuf_frame_decoder_delete(f[4].dec);
+    uvt_run_for(10);
+    cr_assert_eq(zbuf_pool_available(pool), 64);
+    zbuf_pool_delete(pool);
+}
+
+/* A frame that fits a stream's limit at best, but not as the bytes arrive:
+ * the peer sends it in pieces a while apart, and each read leaves a tail
+ * too small to lend while another buffer can be had (the adapter's minimum
+ * room).  At its limit the stream fills its last buffer to the end, and
+ * once that is full and the frame still short, the frame is refused
+ * instead of waiting forever.  One more buffer and it arrives whole. */
+static void piecewise_frame(size_t limit, int expect_frames, int expect_error)
+{
+    enum { PAYLOAD = 3 * 4096 - 4, PIECE = 3700 };
+    const size_t lens[] = {PAYLOAD};
+    zbuf_pool_t *pool;
+    cr_assert_eq(zbuf_pool_create(4096, 16, &pool), 0);
+    struct uvt_pair p;
+    struct fpeer f;
+    uvt_pair_open(&p, UVT_UNIX);
+    cr_assert_eq(zbuf_uv_read_set_limit(&p.b, limit), 0);
+    fpeer_start(&f, &p.b, pool, NULL, lens, 1);
+    send_partial_frame(&p, PAYLOAD, 0, 0);
+    for (size_t off = 0; off < PAYLOAD && f.closed == 0; off += PIECE) {
+        size_t n = PAYLOAD - off < PIECE ? PAYLOAD - off : PIECE;
+        const size_t sizes[] = {n};
+        cr_assert_eq(zbuf_uv_write(&p.a.stream, uvt_make(n, 0, off, sizes, 1, NULL), NULL, NULL),
+                     0);
+        uvt_run_for(20); /* read apart */
+    }
+    uvt_run_for(20);
+    cr_assert_eq(f.frames, (size_t)expect_frames, "limit %zu", limit);
+    cr_assert_eq(f.bad_frames, 0);
+    cr_assert_eq(f.proto_error, expect_error, "limit %zu: %d", limit, f.proto_error);
+    if (f.closed == 0)
+        uvt_pair_close(&p);
+    else
+        zbuf_uv_close(&p.a, NULL);
+    zbuf_frame_decoder_delete(f.dec);
+    uvt_run_for(10);
+    cr_assert_eq(zbuf_pool_available(pool), 16);
+    zbuf_pool_delete(pool);
+}
+
+Test(uv_frame, a_frame_that_cannot_complete_in_what_its_stream_holds_is_refused_when_full)
+{
+    piecewise_frame(4, 1, 0);
+    piecewise_frame(3, 0, -EMSGSIZE);
+}

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,7 @@ struct reader {
     struct releaser *rel;
     uint32_t seed;
     size_t want, len;
+    size_t limit;            /* the stream's read limit, 0: none */
     int enobufs, errors, closed;
     int iters;               /* loop iterations (prepare callbacks) */
     int pause_iter;          /* iters at the first UV_ENOBUFS, -1 before */
@@ -217,6 +219,8 @@ static void reader_read(zbuf_uv_stream_t *s, ssize_t status, zbuf_t *z)
         reader_finish(r);
         return;
     }
+    if (r->limit > 0 && zbuf_uv_read_held(s) > r->limit)
+        fail_on_loop(r, "holds %zu buffers, limit %zu", zbuf_uv_read_held(s), r->limit);
     if (r->pause_iter >= 0 && r->resume_iter < 0) {
         r->resume_iter = r->iters;
         r->resume_ns = uv_hrtime();
@@ -261,11 +265,12 @@ static void free_release(void *data, size_t size, void *arg)
 }
 
 /* Set up r on its loop and queue the write; false (and r->failure) on error. */
-static bool reader_open(struct reader *r, zbuf_pool_t *pool, struct releaser *rel, uint32_t seed,
-                        size_t want)
+static bool reader_open_limited(struct reader *r, zbuf_pool_t *pool, struct releaser *rel,
+                                uint32_t seed, size_t want, size_t limit)
 {
     int fds[2];
     memset(r, 0, sizeof(*r));
+    r->limit = limit;
     r->pool = pool;
     r->rel = rel;
     r->seed = seed;
@@ -303,11 +308,18 @@ static bool reader_open(struct reader *r, zbuf_pool_t *pool, struct releaser *re
         done += n;
     }
     if (zbuf_uv_write(&r->a.stream, z, NULL, NULL) != 0 ||
+        (limit > 0 && zbuf_uv_read_set_limit(&r->b, limit) != 0) ||
         zbuf_uv_read_start(&r->b, pool, reader_read) != 0) {
         fail_on_loop(r, "write or read start failed");
         return false;
     }
     return true;
+}
+
+static bool reader_open(struct reader *r, zbuf_pool_t *pool, struct releaser *rel, uint32_t seed,
+                        size_t want)
+{
+    return reader_open_limited(r, pool, rel, seed, want, 0);
 }
 
 /* Run r's loop to the end (every handle closed) and close it. */
@@ -401,6 +413,138 @@ PAUSE_TEST(returns_racing_the_pause_never_strand_a_reader)
     zbuf_pool_delete(pool);
 }
 
+PAUSE_TEST(a_stream_at_its_limit_is_woken_by_its_buffers_coming_back_on_another_thread)
+{
+    /* A limit of 2 in a pool of 8: the stream pauses on its own quota,
+     * never on the pool, and the quota's callback (on the releasing
+     * thread) wakes its loop.  Returns racing the pause are caught as for
+     * the pool. */
+    zbuf_pool_t *pool;
+    struct releaser rel;
+    static struct reader r;
+    T_OK(zbuf_pool_create(4096, 8, &pool));
+    releaser_start(&rel, 0, 0, 800);
+    T_CHECK(reader_open_limited(&r, pool, &rel, 11, 4u << 20, 2), "%s", r.failure);
+    reader_run(&r);
+    releaser_stop(&rel);
+    reader_expect(&r);
+    T_INFO("%d pauses at the limit", r.enobufs);
+    T_CHECK(r.enobufs > 10, "only %d pauses", r.enobufs);
+    T_CHECK(zbuf_pool_available(pool) == 8, "buffers home");
+    zbuf_pool_delete(pool);
+}
+
+/* Idle holdings on one loop, given back to a reader of another: loop A
+ * reads a few bytes on each of POOL_N streams, keeps the zbufs past the
+ * read callback and deletes them later (a timer), so every buffer of the
+ * pool is kept idle by A's streams; then a reader on loop B, another
+ * thread, finds the pool dry and must be served. */
+#define POOL_N 3
+
+struct holder_loop {
+    uv_loop_t loop;
+    zbuf_uv_stream_t a[POOL_N], b[POOL_N];
+    zbuf_t *held[POOL_N];
+    int got, closed;
+    uv_timer_t tick;
+    zbuf_pool_t *pool;
+    atomic_int idle_ready; /* A's buffers are all kept idle */
+    atomic_int done;       /* B has read its bytes: A may finish */
+    char failure[200];
+};
+
+static void holder_read(zbuf_uv_stream_t *s, ssize_t status, zbuf_t *z)
+{
+    struct holder_loop *h = s->handle.data;
+    if (status <= 0) {
+        if (status != UV_ENOBUFS && h->failure[0] == '\0')
+            snprintf(h->failure, sizeof(h->failure), "holder read %zd", status);
+        return;
+    }
+    h->held[h->got++] = z; /* kept past the callback */
+}
+
+static void holder_closed(uv_handle_t *hd)
+{
+    ((struct holder_loop *)hd->data)->closed++;
+}
+
+static void holder_tick(uv_timer_t *t)
+{
+    struct holder_loop *h = t->data;
+    if (h->got == POOL_N && !atomic_load(&h->idle_ready)) {
+        for (int i = 0; i < POOL_N; i++)
+            zbuf_delete(h->held[i]); /* outside the read callback: kept idle */
+        atomic_store(&h->idle_ready, 1);
+    }
+    if (atomic_load(&h->done)) {
+        uv_close((uv_handle_t *)&h->tick, holder_closed);
+        for (int i = 0; i < POOL_N; i++) {
+            zbuf_uv_close(&h->a[i], holder_closed);
+            zbuf_uv_close(&h->b[i], holder_closed);
+        }
+    }
+}
+
+static void *holder_run(void *arg)
+{
+    struct holder_loop *h = arg;
+    uv_run(&h->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&h->loop) != 0 && h->failure[0] == '\0')
+        snprintf(h->failure, sizeof(h->failure), "holder loop: handles left open");
+    zbuf_thread_cache_flush();
+    return NULL;
+}
+
+PAUSE_TEST(idle_buffers_kept_on_one_loop_are_given_back_to_a_reader_of_another)
+{
+    zbuf_pool_t *pool;
+    static struct holder_loop h;
+    static struct reader r;
+    struct releaser rel;
+    memset(&h, 0, sizeof(h));
+    T_OK(zbuf_pool_create(4096, POOL_N, &pool));
+    h.pool = pool;
+    T_OK(uv_loop_init(&h.loop));
+    for (int i = 0; i < POOL_N; i++) {
+        int fds[2];
+        T_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds));
+        T_OK(uv_pipe_init(&h.loop, &h.a[i].pipe, 0));
+        T_OK(uv_pipe_init(&h.loop, &h.b[i].pipe, 0));
+        T_OK(uv_pipe_open(&h.a[i].pipe, fds[0]));
+        T_OK(uv_pipe_open(&h.b[i].pipe, fds[1]));
+        T_OK(zbuf_uv_stream_init(&h.a[i]));
+        T_OK(zbuf_uv_stream_init(&h.b[i]));
+        h.a[i].handle.data = h.b[i].handle.data = &h;
+        T_OK(zbuf_uv_read_start(&h.b[i], pool, holder_read));
+        zbuf_t *z;
+        T_OK(zbuf_create(&z));
+        T_OK(zbuf_append_copy(z, "ten bytes!", 10));
+        T_OK(zbuf_uv_write(&h.a[i].stream, z, NULL, NULL));
+    }
+    T_OK(uv_timer_init(&h.loop, &h.tick));
+    h.tick.data = &h;
+    T_OK(uv_timer_start(&h.tick, holder_tick, 1, 1));
+    pthread_t ta;
+    T_OK(pthread_create(&ta, NULL, holder_run, &h));
+    for (int i = 0; i < 20000 && !atomic_load(&h.idle_ready); i++)
+        sleep_us(1000);
+    T_CHECK(atomic_load(&h.idle_ready), "loop A never read its bytes: %s", h.failure);
+    T_CHECK(zbuf_pool_available(pool) == 0, "A keeps every buffer idle");
+
+    releaser_start(&rel, 0, 0, 0);
+    T_CHECK(reader_open(&r, pool, &rel, 13, 64u << 10), "%s", r.failure);
+    reader_run(&r); /* on this thread: loop B */
+    releaser_stop(&rel);
+    atomic_store(&h.done, 1);
+    pthread_join(ta, NULL);
+    reader_expect(&r);
+    T_CHECK(h.failure[0] == '\0', "%s", h.failure);
+    T_CHECK(h.closed == 1 + 2 * POOL_N, "holder loop: %d closes", h.closed);
+    T_CHECK(zbuf_pool_available(pool) == POOL_N, "buffers home");
+    zbuf_pool_delete(pool);
+}
+
 #ifdef ZT_UNDER_TSAN
 /* The runner of the TSan build (see the file comment).  Arguments meant for
  * Criterion (--jobs 1 --ascii) are ignored. */
@@ -412,6 +556,10 @@ int main(void)
         {"loops_on_two_threads_share_one_pool", loops_on_two_threads_share_one_pool},
         {"returns_racing_the_pause_never_strand_a_reader",
          returns_racing_the_pause_never_strand_a_reader},
+        {"a_stream_at_its_limit_is_woken_by_its_buffers_coming_back_on_another_thread",
+         a_stream_at_its_limit_is_woken_by_its_buffers_coming_back_on_another_thread},
+        {"idle_buffers_kept_on_one_loop_are_given_back_to_a_reader_of_another",
+         idle_buffers_kept_on_one_loop_are_given_back_to_a_reader_of_another},
     };
     return zt_tsan_run("uv_pause_thread", tests, sizeof tests / sizeof tests[0]);
 }

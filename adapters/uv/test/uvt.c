@@ -61,6 +61,12 @@ void uvt_fini(void)
 {
     if (uvt_loop != NULL)
         uvt_teardown();
+    uvt_codec_fini();
+}
+
+void uvt_codec_fini(void)
+{
+    zbuf_frame_thread_flush(); /* header slabs are not leaks */
     zt_assert_no_leaks();
 }
 
@@ -290,11 +296,16 @@ void uvt_sink_start(zbuf_uv_stream_t *s, struct uvt_sink *k, zbuf_pool_t *pool)
     cr_assert_eq(zbuf_uv_read_start(s, pool, sink_read), 0);
 }
 
-void uvt_sink_free(struct uvt_sink *k)
+void uvt_sink_release(struct uvt_sink *k)
 {
     for (int i = 0; i < k->nheld; i++)
         zbuf_delete(k->held[i]);
     k->nheld = 0;
+}
+
+void uvt_sink_free(struct uvt_sink *k)
+{
+    uvt_sink_release(k);
     free(k->data);
     k->data = NULL;
     k->len = k->cap = 0;

@@ -82,6 +82,8 @@ struct uvt_sink {
 /* Start reading s into k (k is stored in the handle's data). */
 void uvt_sink_start(zbuf_uv_stream_t *s, struct uvt_sink *k, zbuf_pool_t *pool);
 void uvt_sink_free(struct uvt_sink *k);
+/* Delete the zbufs the sink holds (outside any read callback). */
+void uvt_sink_release(struct uvt_sink *k);
 /* Run the loop until the sink holds at least len bytes, or saw EOF or an
  * error, or ms milliseconds pass. */
 void uvt_sink_wait(struct uvt_sink *k, size_t len, unsigned ms);
@@ -93,5 +95,10 @@ void uvt_sink_expect(const struct uvt_sink *k, size_t len, uint32_t seed);
 void uvt_init(void);
 void uvt_fini(void);
 #define UVT_SUITE(name) TestSuite(name, .init = uvt_init, .fini = uvt_fini, .timeout = 120)
+
+/* Suite of the codec alone (no loop): the leak check of ZT_SUITE, after
+ * the test thread's header slabs were given back. */
+void uvt_codec_fini(void);
+#define UVT_CODEC_SUITE(name) TestSuite(name, .init = zt_leak_baseline, .fini = uvt_codec_fini)
 
 #endif

@@ -25,9 +25,31 @@
  * An error is sticky: every later call returns it, and the connection should
  * be closed.
  *
+ * **A frame must fit in what its connection may hold.**  Bytes read into
+ * pool buffers (zbuf/pool.h) hold those buffers until the frame is taken,
+ * and a reader can hold only so many: the limit of the quota its buffers
+ * are charged to (the libuv adapter charges every stream's buffers to the
+ * stream's quota, see zbuf_uv_read_set_limit()), or the pool's capacity.
+ * A frame that needs more would wait forever and, holding what it has,
+ * stall every reader of the pool.  So while a frame is incomplete the
+ * decoder counts the pool buffers its bytes hold and the fewest the rest
+ * could need, and refuses the frame with `-EMSGSIZE` (sticky, as for a
+ * length above `max_payload`) as soon as that exceeds the limit: at once
+ * when the header says so, or when the buffers are full and the frame is
+ * still short.  Nothing is checked for bytes in other memory.  Set
+ * `max_payload` (and the stream's limit) to what a connection may send;
+ * this check is the safety net.
+ *
+ * **Idle cost.**  A decoder with no byte buffered holds no zbuf and no
+ * buffer.
+ *
  * **Encoding.**  zbuf_frame_encode() writes the length field in front of a
- * message with zbuf_prepend_space(): the header goes into the first
- * buffer's headroom or a small new segment, and the payload is not touched.
+ * message: into the first buffer's headroom when it has some, otherwise
+ * into a small segment of a header slab of the calling thread (a 1 KiB
+ * buffer that many headers share, reused once no header uses it), so that
+ * framing messages whose first buffer is shared (received or duplicated
+ * ones) allocates nothing in the steady state.  The payload is not touched.
+ * zbuf_frame_thread_flush() gives a thread's slabs back.
  *
  * @code
  * // in a zbuf_uv_read_cb:
@@ -89,7 +111,8 @@ typedef struct zbuf_frame_opts {
 } zbuf_frame_opts_t;
 
 /** Default @c copy_max: below about this size a copy costs less than the
- *  bookkeeping of a reference (see docs/benchmarks-uv.md). */
+ *  bookkeeping of a reference (see @ref benchmarks_uv "the libuv section of
+ *  the benchmarks", docs/benchmarks.md). */
 #define ZBUF_FRAME_DEFAULT_COPY_MAX 4096
 
 /** Default @c max_payload: 16 MiB. */
@@ -147,7 +170,9 @@ ZBUF_FRAME_EXPORT int zbuf_frame_decoder_feed(zbuf_frame_decoder_t *d, zbuf_t *i
  *                  caller deletes it.
  * @return 0;
  *         `-EAGAIN` when the next frame is not complete yet (feed more);
- *         `-EMSGSIZE` when its length exceeds `max_payload`;
+ *         `-EMSGSIZE` when its length exceeds `max_payload`, or it can
+ *         never fit in the pool buffers its connection may hold (see the
+ *         file comment);
  *         `-EBADMSG` when its length field is malformed (an over-long or
  *         non-shortest varint, or a length below the header size when it
  *         includes the header);
@@ -224,9 +249,12 @@ ZBUF_FRAME_EXPORT int zbuf_frame_decoder_pending(const zbuf_frame_decoder_t *d, 
 /**
  * @brief Prepend the length field to @p msg, making it a frame.
  *
- * Only the header bytes are written (into the first buffer's headroom when
- * it is writable, otherwise into a new small segment); the payload is
- * neither copied nor touched.
+ * Only the header bytes are written: into the first buffer's headroom when
+ * it is writable, otherwise into a header slab of the calling thread, as a
+ * new segment of a few bytes (see the file comment); the payload is
+ * neither copied nor touched.  Allocates only when every slab of the
+ * thread still has headers in use (the first frames, or very many frames
+ * alive at once).
  *
  * @param o    framing parameters, or NULL for the defaults.
  * @param msg  the payload (borrowed; modified in place).
@@ -272,9 +300,30 @@ ZBUF_FRAME_EXPORT int zbuf_frame_append_copy(const zbuf_frame_opts_t *o, zbuf_t 
 
 /** Bytes by which zbuf_frame_append() grows its output at a time: one
  *  64 KiB allocation with the buffer's descriptor.  Fewer, larger chunks
- *  measured clearly faster than 16 KiB ones (docs/benchmarks-uv.md); the
- *  unused rest of the last chunk lives as long as the output zbuf. */
+ *  measured clearly faster than 16 KiB ones (@ref benchmarks_uv "the libuv
+ *  section of the benchmarks", docs/benchmarks.md); the unused rest of the
+ *  last chunk lives as long as the output zbuf. */
 #define ZBUF_FRAME_APPEND_CHUNK 65408
+
+/**
+ * @brief Give back the calling thread's header slabs (zbuf_frame_encode()).
+ *
+ * A slab headers still use goes when the last of them does; an idle one at
+ * once.  Threads give theirs back when they exit; call this earlier before
+ * checking the live counters (zbuf_stats_get()) on a thread that framed
+ * messages, or to free the memory.  Framing again afterwards allocates new
+ * slabs.
+ */
+ZBUF_FRAME_EXPORT void zbuf_frame_thread_flush(void);
+
+/**
+ * @brief Buffers held by the header slabs of every thread, a snapshot.
+ *
+ * They count in zbuf_stats_t::live_bufs: a server checking its live
+ * counters while idle expects exactly these (and zbuf_uv_stats()'s idle
+ * read buffers).
+ */
+ZBUF_FRAME_EXPORT size_t zbuf_frame_header_bufs(void);
 
 /**
  * @brief Size of the header zbuf_frame_encode() would write for a payload

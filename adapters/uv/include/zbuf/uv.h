@@ -19,24 +19,50 @@
  * **Reading.**  A stream read through the adapter is a #zbuf_uv_stream_t: a
  * struct that begins with the libuv handle (so `handle.data` stays the
  * application's) followed by the adapter's state.  Its alloc callback hands
- * libuv the free part of a buffer taken from a zbuf pool (zbuf_pool_get());
+ * libuv the free part of a buffer taken from a zbuf pool (through the
+ * stream's quota of it, see below);
  * the read callback wraps the bytes received as one segment of a new zbuf
  * (zbuf_append_ref(), no copy) and gives that zbuf to the application.  A
  * pool buffer is filled by successive reads until little room is left in it,
  * so small messages do not each hold a whole buffer.  A stream keeps at
- * most one pool buffer between reads, and only while zbufs it delivered
- * still use that buffer: size the pool for the zbufs the application keeps
- * plus one per reading stream.
+ * most one pool buffer between reads (it is *kept*), and only while zbufs
+ * it delivered still use that buffer: one the read callback's zbufs no
+ * longer use when the callback returns goes back to the pool at once, so a
+ * connection that is idle, and whose bytes were handled, holds no buffer.
+ * A kept buffer whose zbufs are deleted later, outside the read callback
+ * (a queued write completed, a held message deleted), goes back as soon as
+ * a reader of the pool finds it dry, or when the stream reads again; until
+ * then zbuf_uv_stats() reports it as an idle holding.  A UDP handle keeps
+ * no buffer between receives.  Size the pool for the zbufs the application
+ * keeps plus one per reading stream.
+ *
+ * **One stream's share of the pool.**  Every reading stream takes its
+ * buffers through its own quota of the pool (zbuf_pool_quota_create()), so
+ * zbuf_uv_read_held() knows exactly how many pool buffers the stream's
+ * bytes hold (kept, or used by zbufs it delivered that are still alive,
+ * wherever they are).  zbuf_uv_read_set_limit() caps that number: a stream
+ * at its limit pauses alone, as for a dry pool, while the others go on
+ * reading, and resumes when one of its own buffers comes back.  A slow
+ * consumer whose queued writes hold a publisher's buffers then stalls that
+ * publisher, not every connection.  A stream that cannot get another buffer
+ * (limit reached or pool dry) fills its kept buffer to the last byte before
+ * it pauses.  The frame decoder (zbuf/frame.h) knows these limits from the
+ * buffers it is fed: a frame that can never fit in what its stream may hold
+ * is refused with `-EMSGSIZE` as soon as that is certain, instead of
+ * holding the buffers forever.
  *
  * **Pool exhaustion.**  When the pool has no free buffer, libuv reports
  * `UV_ENOBUFS` before it reads anything, so no byte is lost; the adapter
  * then stops reading (the kernel's socket buffer fills and TCP flow control
  * slows the peer down), tells the application once with `UV_ENOBUFS`, and
- * resumes by itself when a buffer comes back to the pool.  Reading stopped
- * this way is *paused*, not failed.  A paused reader costs nothing while it
- * waits: no timer, no polling; the loop sleeps until the pool's refill
- * notification (a zbuf_pool_add_notify() watcher) wakes it through a `uv_async_t`,
- * from whichever thread gave the buffer back.  A buffer given back on the
+ * resumes by itself when a buffer comes back to the pool (or, for a stream
+ * at its own limit, to its share); the callback of
+ * zbuf_uv_read_set_resume_cb() is told when it restarts, so that nobody
+ * needs to poll zbuf_uv_read_paused().  Reading stopped this way is
+ * *paused*, not failed.  A paused reader costs nothing while it waits: no
+ * timer, no polling; the loop sleeps until the pool's refill notification
+ * (a zbuf_pool_add_notify() watcher) or the quota's callback wakes it
+ * through a `uv_async_t`, from whichever thread gave the buffer back.  A buffer given back on the
  * loop's own thread resumes the reader in the same loop iteration (its next
  * read comes in the following one).  Several streams and UDP handles, on
  * one loop or on loops of several threads, may share a pool: they resume
@@ -50,6 +76,14 @@
  * watchers, on a pool it gives to the adapter.  Pausing fails only if the
  * pool already has #ZBUF_POOL_WATCHERS_MAX watchers (the read callback then
  * gets `UV_ENOSPC` and reading stops).
+ *
+ * **Write queues.**  zbuf_uv_write_queue_size() is the stream's own queue:
+ * bytes shared by several writes (a fan-out of zbuf_dup()s) count once per
+ * stream they are queued on.  Writes made with zbuf_uv_stream_write() are
+ * also counted per loop, where zbuf_uv_stats() gives the memory they pin,
+ * each buffer counted once however many writes share it; and a stream may
+ * have high- and low-water marks with a drain callback
+ * (zbuf_uv_write_set_watermarks()).
  *
  * **No MSG_ZEROCOPY.**  The adapter never enables `SO_ZEROCOPY` or sends with
  * `MSG_ZEROCOPY` on a descriptor libuv owns.  Zero-copy send completions
@@ -200,9 +234,11 @@ typedef struct zbuf_uv_stream zbuf_uv_stream_t;
  *     ones.  The callback **owns** @p z and must delete it (or pass it on).
  *   - `UV_EOF`: the peer finished sending.  Reading has stopped; no further
  *     read callback comes unless reading is started again.
- *   - `UV_ENOBUFS`: the pool ran dry; reading is **paused**, not stopped, and
- *     resumes by itself once buffers come back (delete received zbufs to
- *     give them back).  Told once per pause; no byte was lost.
+ *   - `UV_ENOBUFS`: the pool ran dry, or the stream holds its limit of
+ *     buffers (zbuf_uv_read_set_limit()); reading is **paused**, not
+ *     stopped, and resumes by itself once buffers come back (delete
+ *     received zbufs to give them back).  Told once per pause; no byte was
+ *     lost.  zbuf_uv_read_held() against the limit tells which.
  *   - another negative value: a read error (`UV_ECONNRESET` ...) or
  *     `-ENOMEM` (the bytes just read could not be wrapped and are lost).
  *     Reading has stopped; close the stream.
@@ -213,17 +249,44 @@ typedef struct zbuf_uv_stream zbuf_uv_stream_t;
  */
 typedef void (*zbuf_uv_read_cb)(zbuf_uv_stream_t *zs, ssize_t status, zbuf_t *z);
 
+/**
+ * @brief Resume callback (zbuf_uv_read_set_resume_cb()): reading restarted
+ *        after a pause.
+ *
+ * Runs on the loop thread, once per pause, right after the adapter restarted
+ * reading because a buffer came back (to the pool, or to the stream's share
+ * of it).  Not called when the application stops or restarts reading
+ * itself.  It may stop reading, write, or close the stream.
+ */
+typedef void (*zbuf_uv_resume_cb)(zbuf_uv_stream_t *zs);
+
+/** @brief Drain callback (zbuf_uv_write_set_watermarks()): the stream's
+ *         write queue fell to its low-water mark after passing the
+ *         high-water mark.  Runs on the loop thread, after the write
+ *         callback of the write whose completion drained the queue. */
+typedef void (*zbuf_uv_drain_cb)(zbuf_uv_stream_t *zs);
+
 /** @cond INTERNAL */
-/* Private: a reader paused for want of pool buffers, as the adapter's
- * registry of paused readers knows it (uv_read.c).  Do not touch. */
+/* Private: a reader as the adapter's registry of pools knows it (uv_read.c):
+ * paused for want of buffers, or keeping a buffer for its next read.  Do
+ * not touch. */
 struct zbuf_uv_wait_ {
-    uv_async_t async;            /* wakes the reader's loop; set up at the first pause */
+    uv_async_t async;            /* wakes the reader's loop; set up with the reader */
     struct zbuf_uv_wait_ *prev;  /* the pool's paused readers, in the order they paused */
     struct zbuf_uv_wait_ *next;
-    zbuf_pool_t *pool;           /* the pool waited on; NULL when not waiting */
+    zbuf_pool_t *pool;           /* the pool waited on; NULL when not waiting on it */
+    struct zbuf_uv_wait_ *hprev; /* the pool's readers keeping a buffer */
+    struct zbuf_uv_wait_ *hnext;
+    zbuf_pool_t *hpool;          /* the pool of the kept buffer; NULL when none */
+    zbuf_pool_quota_t *quota;    /* the reader's share of its pool, or NULL */
+    zbuf_pool_t *rpool;          /* the pool the reader reads from, while paused */
     void (*resume)(struct zbuf_uv_wait_ *w, zbuf_buf_t *b); /* restarts reading with b */
+    void (*reclaim)(struct zbuf_uv_wait_ *w); /* gives back a kept buffer nobody uses */
     unsigned woken;              /* a wake-up is pending on async */
+    unsigned reclaim_due;        /* a reader of hpool found it dry: check the kept buffer */
+    unsigned quota_wait;         /* paused at its quota's limit, waiting for room */
 };
+struct zbuf_uv_loop_;
 /** @endcond */
 
 /**
@@ -248,10 +311,18 @@ struct zbuf_uv_stream {
     /** @cond INTERNAL */
     /* Private: the adapter's state.  Do not touch. */
     zbuf_pool_t *pool_;        /* where receive buffers come from; borrowed */
+    zbuf_pool_quota_t *quota_; /* the stream's share of pool_ (ours), or NULL */
+    size_t read_limit_;        /* most buffers held, 0: no limit of its own */
     zbuf_uv_read_cb read_cb_;  /* NULL when not reading */
+    zbuf_uv_resume_cb resume_cb_;
     zbuf_buf_t *cur_;          /* pool buffer being filled (our reference), or NULL */
     size_t cur_used_;          /* bytes of cur_ already handed out as segments */
-    struct zbuf_uv_wait_ wait_; /* waits for the pool while paused; see flags_ */
+    int get_err_;              /* why the last buffer could not be had */
+    struct zbuf_uv_wait_ wait_; /* the registry's view of the reader; see flags_ */
+    struct zbuf_uv_loop_ *loop_; /* per-loop accounting, or NULL (uv_loop.c) */
+    zbuf_uv_stream_t *lprev_, *lnext_; /* the loop's streams */
+    size_t write_high_, write_low_; /* water marks; high 0: none */
+    zbuf_uv_drain_cb drain_cb_;
     unsigned flags_;           /* the flags in uv_read.c */
     unsigned closing_;         /* handle closes still to come */
     uv_close_cb close_cb_;     /* the application's, for zbuf_uv_close() */
@@ -289,6 +360,44 @@ ZBUF_UV_EXPORT int zbuf_uv_read_start(zbuf_uv_stream_t *zs, zbuf_pool_t *pool,
                                       zbuf_uv_read_cb cb);
 
 /**
+ * @brief Cap the pool buffers the bytes read from @p zs may hold at once.
+ *
+ * Counted are the buffers taken for this stream that have not gone back to
+ * the pool: the one kept for the next read and those still used by zbufs
+ * the stream delivered, wherever they went (a decoder's partial frame,
+ * queued writes, the application's own lists).  A stream at its limit
+ * pauses (`UV_ENOBUFS`, as for a dry pool) while the other streams of the
+ * pool go on, and resumes when one of its own buffers comes back.  So one
+ * slow or hostile peer cannot take the whole pool.
+ *
+ * May be called before zbuf_uv_read_start() or while reading (a paused
+ * stream whose limit is raised resumes); a lowered limit does not take
+ * buffers back, it only stops the stream taking more until it is below.
+ *
+ * @param zs        an initialised stream.
+ * @param max_bufs  1 or more; 0 removes the limit (the pool's capacity is
+ *                  then the only bound).
+ * @return 0; `-EINVAL`.
+ */
+ZBUF_UV_EXPORT int zbuf_uv_read_set_limit(zbuf_uv_stream_t *zs, size_t max_bufs);
+
+/**
+ * @brief Pool buffers the bytes read from @p zs hold now: kept for the next
+ *        read, or used by delivered zbufs still alive (see
+ *        zbuf_uv_read_set_limit()).  A snapshot; 0 before the first
+ *        zbuf_uv_read_start().
+ */
+ZBUF_UV_EXPORT size_t zbuf_uv_read_held(const zbuf_uv_stream_t *zs);
+
+/**
+ * @brief Be told when reading restarts after a pause (see
+ *        #zbuf_uv_resume_cb), instead of polling zbuf_uv_read_paused().
+ * @param cb  the callback, or NULL for none.
+ * @return 0; `-EINVAL`.
+ */
+ZBUF_UV_EXPORT int zbuf_uv_read_set_resume_cb(zbuf_uv_stream_t *zs, zbuf_uv_resume_cb cb);
+
+/**
  * @brief Stop reading (also ends a pause).
  *
  * The partly filled pool buffer the adapter kept for the next read is given
@@ -318,6 +427,101 @@ ZBUF_UV_EXPORT bool zbuf_uv_read_paused(const zbuf_uv_stream_t *zs);
  * @param cb  close callback, or NULL.
  */
 ZBUF_UV_EXPORT void zbuf_uv_close(zbuf_uv_stream_t *zs, uv_close_cb cb);
+
+/** @} */
+/* ====================================================================== */
+/** @name Writing to adapter streams: water marks and accounting */
+/** @{ */
+
+/**
+ * @brief zbuf_uv_write() to an adapter stream, counted in its water marks
+ *        and in its loop's write figures (zbuf_uv_stats()).
+ *
+ * Everything zbuf_uv_write() says holds (the zbuf is consumed on success,
+ * @p cb runs once, `&zs->stream` is what it receives).  In addition the
+ * stream's high-water mark is checked once the write is queued, and its
+ * low-water mark when the write completes (zbuf_uv_write_set_watermarks()).
+ *
+ * @return as zbuf_uv_write(); also `-ENOMEM` when the loop's accounting
+ *         could not be set up (first use on a loop).
+ */
+ZBUF_UV_EXPORT int zbuf_uv_stream_write(zbuf_uv_stream_t *zs, zbuf_t *z, zbuf_uv_write_cb cb,
+                                        void *arg);
+
+/**
+ * @brief Give @p zs a high- and a low-water mark for its write queue, the
+ *        way Node's writable streams and most libuv servers do.
+ *
+ * When a zbuf_uv_stream_write() leaves more than @p high bytes queued
+ * (zbuf_uv_write_queue_size()), zbuf_uv_write_full() turns true: stop
+ * producing for this stream (a broker stops reading the publishers that
+ * feed it).  When a write completes with at most @p low bytes left queued,
+ * it turns false again and @p cb runs.  Plain uv_write() and zbuf_uv_write()
+ * calls on the stream count in the queue, but only zbuf_uv_stream_write()
+ * checks the marks.
+ *
+ * @param high  bytes, 1 or more; 0 removes the marks (and the full state).
+ * @param low   bytes, at most @p high.
+ * @param cb    drain callback, or NULL.
+ * @return 0; `-EINVAL`; `-ENOMEM` (first use on a loop).
+ */
+ZBUF_UV_EXPORT int zbuf_uv_write_set_watermarks(zbuf_uv_stream_t *zs, size_t high, size_t low,
+                                                zbuf_uv_drain_cb cb);
+
+/** @brief Whether @p zs passed its high-water mark and has not drained to
+ *         its low-water mark since (see zbuf_uv_write_set_watermarks()). */
+ZBUF_UV_EXPORT bool zbuf_uv_write_full(const zbuf_uv_stream_t *zs);
+
+/** @} */
+/* ====================================================================== */
+/** @name Accounting per loop */
+/** @{ */
+
+/**
+ * @brief What the adapter's streams of one loop hold: the figures a running
+ *        server checks against the library's live counters
+ *        (zbuf_stats_get()).
+ *
+ * Streams count from their first zbuf_uv_read_start(),
+ * zbuf_uv_stream_write(), zbuf_uv_read_set_limit() or
+ * zbuf_uv_write_set_watermarks() until zbuf_uv_close().  Byte figures are
+ * snapshots taken on the loop thread.
+ */
+typedef struct zbuf_uv_stats {
+    size_t streams;        /**< streams counted (see above) */
+    size_t reading;        /**< ... reading */
+    size_t paused;         /**< ... of which paused for want of buffers */
+    size_t read_held;      /**< pool buffers their read bytes hold
+                                (zbuf_uv_read_held() summed) */
+    size_t read_kept;      /**< buffers kept for the next read (counted in
+                                @c read_held too) */
+    size_t read_kept_idle; /**< ... of which no zbuf uses any more: idle
+                                holdings, given back as soon as a reader of
+                                their pool finds it dry, or the stream reads */
+    size_t write_reqs;     /**< zbuf_uv_stream_write() calls whose callback has
+                                not run */
+    size_t write_bytes;    /**< their bytes: a byte shared by several writes
+                                counts once per write, as in the streams'
+                                queues */
+    size_t write_bufs;     /**< distinct buffers those writes reference (file
+                                buffers aside) */
+    size_t write_mem;      /**< memory those buffers pin, each buffer counted
+                                once at its full size however many writes
+                                share it: the honest figure for a fan-out */
+    size_t write_pool_mem; /**< ... of which pool buffers */
+} zbuf_uv_stats_t;
+
+/**
+ * @brief Fill @p st for the adapter's streams of @p loop.
+ *
+ * Call on the loop's thread.  Walks the loop's streams and queued writes
+ * (O(streams + segments queued)): meant for monitoring, not for every
+ * message.  A loop without adapter streams gives zeros.
+ *
+ * @return 0; `-EINVAL`; `-ENOMEM` (counting distinct buffers needs a
+ *         temporary array).
+ */
+ZBUF_UV_EXPORT int zbuf_uv_stats(const uv_loop_t *loop, zbuf_uv_stats_t *st);
 
 /** @} */
 /* ====================================================================== */
