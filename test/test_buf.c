@@ -173,12 +173,15 @@ Test(buf, segments_each_hold_a_reference)
 
     cr_assert_eq(zbuf_buf_wrap(area, 30, zt_count_release, &rel, &b), 0);
     cr_assert_eq(zbuf_create(&z), 0);
+    /* Ranges that do not continue each other: three segments (a range that
+     * does would grow the previous segment instead). */
     cr_assert_eq(zbuf_append_ref(z, b, 0, 10), 0);
-    zt_check(z);
-    cr_assert_eq(zbuf_append_ref(z, b, 10, 10), 0);
     zt_check(z);
     cr_assert_eq(zbuf_append_ref(z, b, 20, 10), 0);
     zt_check(z);
+    cr_assert_eq(zbuf_append_ref(z, b, 10, 10), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_seg_count(z), 3);
     cr_assert_eq(zbuf_buf_refs(b), 4);
     cr_assert_eq(zbuf_cut(z, 5, 10, NULL), 0); /* two segments shrink, none goes */
     cr_assert_eq(zbuf_buf_refs(b), 4);
