@@ -76,8 +76,9 @@
 #define HEAP_HDR 64
 _Static_assert(sizeof(struct zbuf_buf) <= HEAP_HDR, "buffer header must fit its padding");
 
-/* Buffers a thread creates shared after one of its buffers was converted. */
-#define SHARE_CREDIT 64
+/* Buffers a thread creates shared after one of its buffers was converted
+ * (a variable for the tests, which want every buffer converted). */
+static _Atomic uint32_t credit_per_conversion = 64;
 
 struct zbuf__owner zbuf__owner_converting, zbuf__owner_shared;
 
@@ -183,6 +184,16 @@ ZBUF__HIDDEN void zbuf__bias_set_enabled(bool on);
 ZBUF__HIDDEN bool zbuf__bias_enabled(void);
 ZBUF__HIDDEN uint64_t zbuf__bias_conversions(void);
 ZBUF__HIDDEN uint64_t zbuf__bias_takeovers(void);
+ZBUF__HIDDEN void zbuf__bias_set_share_credit(uint32_t n);
+
+void zbuf__bias_set_share_credit(uint32_t n)
+{
+    atomic_store_explicit(&credit_per_conversion, n, memory_order_relaxed);
+    pthread_mutex_lock(&rec_lock);
+    for (struct zbuf__owner *r = rec_all; r; r = r->next_all)
+        atomic_store_explicit(&r->share_credit, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&rec_lock);
+}
 
 void zbuf__bias_set_enabled(bool on)
 {
@@ -277,7 +288,9 @@ static void convert(struct zbuf_buf *b, struct zbuf__owner *o)
     uint32_t l = atomic_load_explicit(&b->local, memory_order_acquire);
     atomic_store_explicit(&b->shared, (int32_t)l, memory_order_relaxed);
     atomic_store_explicit(&b->owner, ZBUF__SHARED, memory_order_release);
-    atomic_store_explicit(&o->share_credit, SHARE_CREDIT, memory_order_relaxed);
+    atomic_store_explicit(&o->share_credit,
+                          atomic_load_explicit(&credit_per_conversion, memory_order_relaxed),
+                          memory_order_relaxed);
     atomic_fetch_add_explicit(&conversions, 1, memory_order_relaxed);
 }
 
