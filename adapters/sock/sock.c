@@ -67,12 +67,6 @@ int64_t zbuf__sock_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whether z is a live zbuf, in O(1) (zbuf_check() walks the segments). */
-static bool zbuf_ok(const zbuf_t *z)
-{
-    return z != NULL && zbuf_iovec(z, 0, 0, NULL, 0, NULL) == 0;
-}
-
 /* ------------------------------------------------------------------ events */
 
 static void emit(struct zbuf_sock *s, zbuf_sock_event_type_t type, uint64_t seq, size_t bytes,
@@ -601,7 +595,7 @@ static ssize_t send_file_mapped(struct zbuf_sock *s, int fd, zbuf_t *z, zbuf_seg
 static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
 {
     int file_map = -1; /* how to send file segments: decided at the first one */
-    if (!zbuf_ok(z) || fd < 0)
+    if (!zbuf_valid(z) || fd < 0)
         return -EINVAL;
     struct iovec iov[ZS_IOV_MAX];
     size_t total = 0;
@@ -658,7 +652,7 @@ static int dgram_batch(struct zbuf_sock *s, int fd, zbuf_sock_msg_t *msgs, unsig
         /* Gather consecutive datagrams that fit and share one zero-copy choice. */
         while (done + k < n && k < ZS_BATCH) {
             zbuf_sock_msg_t *m = &msgs[done + k];
-            if (!zbuf_ok(m->z))
+            if (!zbuf_valid(m->z))
                 return done > 0 ? (int)done : -EINVAL;
             size_t len = zbuf_length(m->z), bytes = 0;
             int cnt = 0;
@@ -782,7 +776,7 @@ static int dgram_batch(struct zbuf_sock *s, int fd, zbuf_sock_msg_t *msgs, unsig
 static ssize_t dgram_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags,
                           const struct sockaddr *to, socklen_t tolen)
 {
-    if (!zbuf_ok(z) || fd < 0 || (to == NULL && tolen != 0) ||
+    if (!zbuf_valid(z) || fd < 0 || (to == NULL && tolen != 0) ||
         tolen > sizeof(struct sockaddr_storage))
         return -EINVAL;
     zbuf_sock_msg_t m = { .z = z, .addrlen = to ? tolen : 0 };
@@ -923,7 +917,7 @@ static int append_filled(zbuf_t *z, zbuf_buf_t **bufs, const struct iovec *iov, 
 
 ssize_t zbuf_sock_recv(int fd, zbuf_pool_t *pool, size_t max, int flags, zbuf_t *z)
 {
-    if (fd < 0 || max == 0 || !zbuf_ok(z))
+    if (fd < 0 || max == 0 || !zbuf_valid(z))
         return -EINVAL;
     zbuf_buf_t *bufs[ZS_RECV_BUFS];
     struct iovec iov[ZS_RECV_BUFS];

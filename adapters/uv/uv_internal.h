@@ -53,13 +53,6 @@ ZBUF_UV__HIDDEN int zbuf_uv__wait_start(zbuf_uv__wait_t *w, zbuf_pool_t *pool);
 /* Stop waiting (a no-op when w does not wait); after it no resume comes. */
 ZBUF_UV__HIDDEN void zbuf_uv__wait_stop(zbuf_uv__wait_t *w);
 
-/* Whether z is a live zbuf handle, in O(1) (zbuf_check() would walk it). */
-static inline bool zbuf_uv__live(const zbuf_t *z)
-{
-    size_t abs;
-    return zbuf_locate(z, NULL, ZBUF_REL_BEGIN, &abs) == 0;
-}
-
 /* Whether the zbuf holds a file segment (O(segments)). */
 ZBUF_UV__HIDDEN bool zbuf_uv__has_file(const zbuf_t *z);
 

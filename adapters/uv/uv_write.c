@@ -277,7 +277,7 @@ static int step_first(struct wreq *w)
 
 int zbuf_uv_write(uv_stream_t *stream, zbuf_t *z, zbuf_uv_write_cb cb, void *arg)
 {
-    if (stream == NULL || !zbuf_uv__live(z))
+    if (stream == NULL || !zbuf_valid(z))
         return -EINVAL;
     bool stepped = zbuf_uv__has_file(z);
     size_t nsegs = zbuf_seg_count(z);
@@ -306,7 +306,7 @@ int zbuf_uv_write(uv_stream_t *stream, zbuf_t *z, zbuf_uv_write_cb cb, void *arg
 
 ssize_t zbuf_uv_try_write(uv_stream_t *stream, zbuf_t *z)
 {
-    if (stream == NULL || !zbuf_uv__live(z) || zbuf_length(z) == 0)
+    if (stream == NULL || !zbuf_valid(z) || zbuf_length(z) == 0)
         return -EINVAL;
     uv_buf_t stack[STACK_BUFS];
     uv_buf_t *bufs = stack;
