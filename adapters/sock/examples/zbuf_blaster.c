@@ -25,7 +25,7 @@
  * until the peer has closed, and prints the elapsed time.  Modes:
  *   readsend       read() + write() through a 64 KiB buffer (the baseline)
  *   zfile          one zbuf of file segments, zbuf_sock_send_fd(): the
- *                  adapter picks sendfile() or a mapped write per peer
+ *                  adapter's default, sendfile()
  *   zfile-sendfile the same through a handle forced to sendfile()
  *   zfile-mmap     the same through a handle forced to the mapped write
  *
