@@ -279,7 +279,7 @@ int zbuf_create(zbuf_t **out)
     return 0;
 }
 
-void zbuf__delete(struct zbuf *z)
+static inline void delete_checked(struct zbuf *z)
 {
     rsv_drop(z);
     struct zbuf_seg *s = z->head;
@@ -289,13 +289,18 @@ void zbuf__delete(struct zbuf *z)
     zbuf__hdr_free(z);
 }
 
+void zbuf__delete(struct zbuf *z)
+{
+    delete_checked(z);
+}
+
 int zbuf_delete(zbuf_t *z)
 {
     if (z == NULL)
         return 0;
     if (!zbuf__valid(z))
         return -EINVAL;
-    zbuf__delete(z);
+    delete_checked(z);
     return 0;
 }
 
@@ -460,12 +465,17 @@ static int read_from(struct pos p, void *dst, size_t len)
     return 0;
 }
 
-int zbuf__copyout(const struct zbuf *z, size_t off, void *dst, size_t len)
+static inline int copyout_checked(const struct zbuf *z, size_t off, void *dst, size_t len)
 {
     int rc = read_from(find(z, off), dst, len);
     if (rc == 0)
         zbuf__count_copy(len);
     return rc;
+}
+
+int zbuf__copyout(const struct zbuf *z, size_t off, void *dst, size_t len)
+{
+    return copyout_checked(z, off, dst, len);
 }
 
 ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
@@ -480,7 +490,7 @@ ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
         return -EINVAL;
     if (len > (size_t)SSIZE_MAX)
         return -EOVERFLOW;
-    int rc = zbuf__copyout(z, off, dst, len);
+    int rc = copyout_checked(z, off, dst, len);
     return rc != 0 ? rc : (ssize_t)len;
 }
 
@@ -538,7 +548,7 @@ int zbuf_iovec(const zbuf_t *z, size_t off, size_t len, struct iovec *iov, int i
 
 /* ----------------------------------------------------------- rearranging */
 
-struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len)
+static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t len)
 {
     struct zbuf *d = hdr_new();
     if (d == NULL)
@@ -580,13 +590,18 @@ struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len)
     return d;
 }
 
+struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len)
+{
+    return dup_checked(z, off, len);
+}
+
 int zbuf_dup(const zbuf_t *z, size_t off, size_t len, zbuf_t **out)
 {
     if (!zbuf__valid(z) || out == NULL)
         return -EINVAL;
     if (check_range(z, off, &len) != 0)
         return -ERANGE;
-    struct zbuf *d = zbuf__dup(z, off, len);
+    struct zbuf *d = dup_checked(z, off, len);
     if (d == NULL)
         return -ENOMEM;
     *out = d;
@@ -693,7 +708,7 @@ static bool cut_needs_spare(struct pos p, size_t len)
     return p.seg != NULL && p.in > 0 && p.in + len < p.seg->len;
 }
 
-int zbuf__cut(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
+static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
 {
     struct pos p = find(z, off);
     struct zbuf_seg *spare = NULL, *dead = NULL;
@@ -708,6 +723,11 @@ int zbuf__cut(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
     return 0;
 }
 
+int zbuf__cut(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
+{
+    return cut_checked(z, off, len, after);
+}
+
 int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
 {
     if (!zbuf__valid(z))
@@ -719,7 +739,7 @@ int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
             *after = find(z, off).seg;
         return 0;
     }
-    return zbuf__cut(z, off, len, after);
+    return cut_checked(z, off, len, after);
 }
 
 /* --------------------------------------------------- headroom / tailroom */
