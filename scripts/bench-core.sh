@@ -125,13 +125,14 @@ if [ "$CALLGRIND" = 1 ]; then
   echo "| operation | zbuf | vxworks | evbuffer | copy | zbuf before | vxworks before |"
   echo "|---|---:|---:|---:|---:|---:|---:|"
   for part in msg fanout; do
+    fn=run_${part%out}_ # the batch functions: run_msg_zbuf ... run_fan_copy
     row="| $part |"
     for impl in zbuf vx evbuffer copy; do
-      row="$row $(count "$after" "run_${part}_$impl" --only "$part" --seg 4096) |"
+      row="$row $(count "$after" "$fn$impl" --only "$part" --seg 4096) |"
     done
     for impl in zbuf vx; do
       if [ -n "$BEFORE" ]; then
-        row="$row $(count "$before" "run_${part}_$impl" --only "$part" --seg 4096) |"
+        row="$row $(count "$before" "$fn$impl" --only "$part" --seg 4096) |"
       else
         row="$row n/a |"
       fi
