@@ -109,7 +109,7 @@ static void fork_parent(void)
 }
 
 /* In the child only the forking thread exists: every other record is free
- * (a thread that was inside its critical section at the fork never leaves
+ * (a thread that was inside a run at the fork never leaves
  * it, so in_cs is cleared too). */
 static void fork_child(void)
 {
@@ -119,7 +119,6 @@ static void fork_child(void)
         if (r == mine)
             continue;
         atomic_store_explicit(&r->in_cs, 0, memory_order_relaxed);
-        r->in_use = false;
         r->next_free = rec_free;
         rec_free = r;
     }
@@ -159,8 +158,6 @@ struct zbuf__owner *zbuf__owner_self(void)
         r->next_all = rec_all;
         rec_all = r;
     }
-    if (r != NULL)
-        r->in_use = true;
     pthread_mutex_unlock(&rec_lock);
     zbuf__ts.owner = r; /* NULL if out of memory: this thread counts shared */
     return r;
@@ -173,18 +170,11 @@ void zbuf__owner_detach(void)
         return;
     zbuf__ts.owner = NULL;
     pthread_mutex_lock(&rec_lock);
-    r->in_use = false;
     r->next_free = rec_free;
     rec_free = r;
     pthread_mutex_unlock(&rec_lock);
 }
 
-/* Test hooks: biasing of new buffers on or off, and what it did. */
-ZBUF__HIDDEN void zbuf__bias_set_enabled(bool on);
-ZBUF__HIDDEN bool zbuf__bias_enabled(void);
-ZBUF__HIDDEN uint64_t zbuf__bias_conversions(void);
-ZBUF__HIDDEN uint64_t zbuf__bias_takeovers(void);
-ZBUF__HIDDEN void zbuf__bias_set_share_credit(uint32_t n);
 
 void zbuf__bias_set_share_credit(uint32_t n)
 {

@@ -69,7 +69,6 @@ struct zbuf__owner {
     _Atomic uint32_t share_credit; /* new buffers of this thread start shared while > 0 */
     struct zbuf__owner *next_free; /* free list (buf.c), under its lock */
     struct zbuf__owner *next_all;  /* every record ever made, for fork() */
-    bool in_use;                   /* held by a thread (under the lock) */
 } __attribute__((aligned(64)));
 
 /* A buffer's owner while a thread takes its bias away, and once it is
@@ -140,8 +139,17 @@ ZBUF__HIDDEN void zbuf__buf_count_init(struct zbuf_buf *b);
 ZBUF__HIDDEN uint32_t zbuf__buf_refs(const struct zbuf_buf *b);
 /* This thread's record, attaching one if needed; NULL when biasing is off. */
 ZBUF__HIDDEN struct zbuf__owner *zbuf__owner_self(void);
-/* Thread exit and fork hooks (alloc.c calls the first). */
+/* Give the calling thread's record back (its exit hook in alloc.c). */
 ZBUF__HIDDEN void zbuf__owner_detach(void);
+/* Test hooks (buf.c): biasing of new buffers on or off (off: they start
+ * shared), whether it is available and on, how many buffers were converted
+ * to shared counting and taken over by another thread, and how many buffers
+ * a thread makes shared after a conversion (64). */
+ZBUF__HIDDEN void zbuf__bias_set_enabled(bool on);
+ZBUF__HIDDEN bool zbuf__bias_enabled(void);
+ZBUF__HIDDEN uint64_t zbuf__bias_conversions(void);
+ZBUF__HIDDEN uint64_t zbuf__bias_takeovers(void);
+ZBUF__HIDDEN void zbuf__bias_set_share_credit(uint32_t n);
 
 /* --------------------------------------------------------------- segments */
 

@@ -40,13 +40,6 @@
 
 #include "model.c"
 
-/* Test hooks of lib/buf.c. */
-void zbuf__bias_set_enabled(bool on);
-bool zbuf__bias_enabled(void);
-uint64_t zbuf__bias_conversions(void);
-uint64_t zbuf__bias_takeovers(void);
-void zbuf__bias_set_share_credit(uint32_t n);
-
 #ifndef ZT_UNDER_TSAN
 ZT_SUITE(handover);
 #endif
