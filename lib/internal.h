@@ -58,11 +58,11 @@ enum zbuf__buf_kind {
  * A thread's record for biased reference counting (buf.c).  A buffer biased
  * to a record is counted by the thread that holds the record with plain
  * loads and stores; `in_cs` is not 0 while that thread may be between
- * reading a buffer's owner and storing its new count, so that another thread
- * taking the bias away can wait for the store (see "Biased reference
- * counts" in buf.c and zbuf__run_enter()).  Records are never freed: a thread that exits puts its record on
- * a free list and the next new thread takes it over, with the buffers
- * biased to it.
+ * reading a buffer's owner and storing its new count, so that another
+ * thread taking the bias away can wait for the store (see "Biased
+ * reference counts" in buf.c and zbuf__run_enter()).  Records are never
+ * freed: a thread that exits puts its record on a free list and the next
+ * new thread takes it over, with the buffers biased to it.
  */
 struct zbuf__owner {
     _Atomic uint32_t in_cs;        /* runs the holding thread is in; written by it only */
@@ -86,8 +86,11 @@ struct zbuf_buf {
      *    thread goes through zbuf__ref_slow();
      *  - converting (owner == &zbuf__owner_converting): one thread is moving
      *    the count to `shared`; everybody else waits for it;
-     *  - shared (owner == NULL): `shared` is the whole count, updated with
-     *    atomic read-modify-writes; `local` is unused.  Final until release. */
+     *  - shared (owner == ZBUF__SHARED): `shared` is the whole count,
+     *    updated with atomic read-modify-writes; `local` is unused.  Final
+     *    until release.
+     * `owner` is never NULL, so that a thread without a record (NULL)
+     * never takes a buffer for its own. */
     _Atomic(struct zbuf__owner *) owner;
     _Atomic uint32_t local;
     _Atomic int32_t shared;
@@ -182,8 +185,9 @@ struct zbuf {
 
 /* Core operations whose arguments the caller has checked (the public
  * functions of zbuf.c check and call them; so does the VxWorks layer, which
- * checks its own way).  Ranges lie inside the zbuf, lengths are not
- * ZBUF_TO_END and not 0; NULL / -ENOMEM: nothing changed. */
+ * checks its own way).  Ranges lie inside the zbuf and lengths are counts,
+ * not ZBUF_TO_END (and not 0 for zbuf__cut()); NULL or -ENOMEM: nothing
+ * changed. */
 ZBUF__HIDDEN void zbuf__delete(struct zbuf *z);
 ZBUF__HIDDEN struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len);
 ZBUF__HIDDEN struct zbuf *zbuf__split(struct zbuf *z, size_t off);
