@@ -14,7 +14,9 @@
 # table, default "16384 65536 1048576"), FILE_DIR (default
 # build/bench/files), PLOT (0: no PNG),
 # CONFIGS (message:sockbuf pairs of the stream table), ONLY (stream, gather
-# or file: run just that part).
+# or file: run just that part), RT (1: both ends of every transfer run with
+# real-time priority, chrt -f 50, so that on a shared machine other work
+# does not interleave with the transfer; the results then say "RT").
 #
 # Method.  The sender runs on CPU 0 and the receiver on CPU 1 (taskset).
 # Send side: each sender mode against the cheapest receiver (recv with
@@ -55,6 +57,10 @@ csv=$out/results.csv
 echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds,peer_cpu" >"$csv"
 
 if [ "$(nproc)" -ge 2 ]; then snd="taskset -c 0" rcv="taskset -c 1"; else snd="" rcv=""; fi
+if [ "${RT:-0}" = 1 ]; then
+  snd="chrt -f 50 $snd" rcv="chrt -f 50 $rcv"
+  echo "==> RT=1: sender and receiver run with SCHED_FIFO priority 50" >&2
+fi
 
 # Start a blastee on a free port (its options in "$@"); sets $port and $pid.
 start_blastee() {
