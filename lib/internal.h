@@ -188,7 +188,7 @@ struct zbuf {
  * checks its own way).  Ranges lie inside the zbuf and lengths are counts,
  * not ZBUF_TO_END (and not 0 for zbuf__cut()); NULL or -ENOMEM: nothing
  * changed. */
-ZBUF__HIDDEN void zbuf__delete(struct zbuf *z);
+ZBUF__HIDDEN int zbuf__delete(struct zbuf *z); /* 0, which is OK */
 ZBUF__HIDDEN struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len);
 ZBUF__HIDDEN struct zbuf *zbuf__split(struct zbuf *z, size_t off);
 ZBUF__HIDDEN int zbuf__cut(struct zbuf *z, size_t off, size_t len, struct zbuf_seg **after);

@@ -123,8 +123,7 @@ STATUS zbufDelete(ZBUF_ID zbufId)
     /* The core treats NULL as a no-op; VxWorks calls it an invalid id. */
     if (!zbuf__valid(zbufId))
         return vx_fail(-EINVAL);
-    zbuf__delete(zbufId);
-    return OK;
+    return zbuf__delete(zbufId); /* 0 == OK: a tail call */
 }
 
 /* ----------------------------------------------------------- insertion */

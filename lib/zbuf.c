@@ -289,9 +289,10 @@ static inline void delete_checked(struct zbuf *z)
     zbuf__hdr_free(z);
 }
 
-void zbuf__delete(struct zbuf *z)
+int zbuf__delete(struct zbuf *z)
 {
     delete_checked(z);
+    return 0;
 }
 
 int zbuf_delete(zbuf_t *z)
@@ -710,6 +711,19 @@ static bool cut_needs_spare(struct pos p, size_t len)
 
 static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
 {
+    /* The common case first: a header stripped off the front, inside the
+     * first segment (no descriptor, no reference changes). */
+    struct zbuf_seg *h = z->head;
+    if (off == 0 && len < h->len) {
+        rsv_drop(z);
+        h->off += len;
+        h->len -= len;
+        z->len -= len;
+        if (after)
+            *after = h;
+        ZBUF__CHECKED(z);
+        return 0;
+    }
     struct pos p = find(z, off);
     struct zbuf_seg *spare = NULL, *dead = NULL;
     if (cut_needs_spare(p, len) && (spare = zbuf__seg_alloc()) == NULL)
