@@ -13,8 +13,12 @@
 # of the before build) are counted with valgrind --tool=callgrind: a measure
 # the load of a shared machine does not disturb.
 #
+# With RT=1 the benchmark runs at real-time priority (chrt -f 50), so that
+# on a shared machine other work does not interleave with it (the cross-
+# thread part in particular measures hand-overs between two threads).
+#
 # Results and how to read them: docs/benchmarks.md, section "Core".
-# Usage: [BEFORE=rev] [ROUNDS=n] [CALLGRIND=1] scripts/bench-core.sh [bench_core options]
+# Usage: [BEFORE=rev] [ROUNDS=n] [CALLGRIND=1] [RT=1] scripts/bench-core.sh [bench_core options]
 #        (bench_core --help lists the options)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +28,8 @@ scripts/deps.sh
 ROUNDS=${ROUNDS:-3}
 BEFORE=${BEFORE:-}
 CALLGRIND=${CALLGRIND:-0}
+rt=""
+[ "${RT:-0}" = 1 ] && rt="chrt -f 50"
 mkdir -p build
 log=$root/build-bench.log
 
@@ -46,10 +52,10 @@ after=$root/build/bench/bench/bench_core
 
 if [ -z "$BEFORE" ]; then
   if [ "$CALLGRIND" != 1 ]; then
-    echo "==> $after $*" >&2
-    exec "$after" "$@"
+    echo "==> $rt $after $*" >&2
+    exec $rt "$after" "$@"
   fi
-  "$after" "$@"
+  $rt "$after" "$@"
 else
   rev=$(git rev-parse --short "$BEFORE")
   src=$root/build/bench-before/src
@@ -63,8 +69,8 @@ else
   rm -rf "$out" && mkdir -p "$out"
   for r in $(seq 1 "$ROUNDS"); do
     echo "==> round $r/$ROUNDS: after, then before ($rev)" >&2
-    "$after" --tsv "$@" >"$out/after-$r.md" 2>/dev/null
-    "$before" --tsv "$@" >"$out/before-$r.md" 2>/dev/null
+    $rt "$after" --tsv "$@" >"$out/after-$r.md" 2>/dev/null
+    $rt "$before" --tsv "$@" >"$out/before-$r.md" 2>/dev/null
   done
   grep -v '^RESULT' "$out/after-1.md"
   python3 - "$out" "$ROUNDS" "$rev" <<'PY'
