@@ -56,8 +56,12 @@
  * buffer is shared from the start.
  *
  * A thread whose buffers keep getting converted (it hands references to
- * other threads while keeping some) gets `share_credit`: its next buffers
- * start shared, so that it does not pay a conversion for each one.
+ * new buffers to other threads while keeping some) gets `share_credit`: its
+ * next buffers start shared, so that it does not pay a conversion for each
+ * one.  "Keep getting": a buffer is converted that was made after the
+ * owner's previous conversion (each buffer carries a 16-bit stamp of its
+ * owner's creation count); one long-lived buffer shared once, or the
+ * buffers of one message converted together, do not count.
  *
  * Thread records outlive their threads: an exiting thread puts its record
  * on a free list and its buffers stay biased to the record (a later thread
@@ -180,8 +184,10 @@ void zbuf__bias_set_share_credit(uint32_t n)
 {
     atomic_store_explicit(&credit_per_conversion, n, memory_order_relaxed);
     pthread_mutex_lock(&rec_lock);
-    for (struct zbuf__owner *r = rec_all; r; r = r->next_all)
+    for (struct zbuf__owner *r = rec_all; r; r = r->next_all) {
         atomic_store_explicit(&r->share_credit, 0, memory_order_relaxed);
+        atomic_store_explicit(&r->made_at_conversion, 0, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&rec_lock);
 }
 
@@ -218,6 +224,10 @@ void zbuf__buf_count_init(struct zbuf_buf *b)
         if (credit > 0) {
             atomic_store_explicit(&me->share_credit, credit - 1, memory_order_relaxed);
             me = NULL;
+        } else {
+            uint32_t made = atomic_load_explicit(&me->made, memory_order_relaxed) + 1;
+            atomic_store_explicit(&me->made, made, memory_order_relaxed);
+            b->stamp = (uint16_t)made;
         }
     }
     atomic_store_explicit(&b->local, me ? 1 : 0, memory_order_relaxed);
@@ -278,8 +288,18 @@ static void convert(struct zbuf_buf *b, struct zbuf__owner *o)
     uint32_t l = atomic_load_explicit(&b->local, memory_order_acquire);
     atomic_store_explicit(&b->shared, (int32_t)l, memory_order_relaxed);
     atomic_store_explicit(&b->owner, ZBUF__SHARED, memory_order_release);
-    atomic_store_explicit(&o->share_credit,
-                          atomic_load_explicit(&credit_per_conversion, memory_order_relaxed),
+    /* A buffer made after the owner's previous conversion is converted too:
+     * the owner keeps handing new buffers to other threads while it holds
+     * references, so let its next ones start shared.  (Several buffers of
+     * one message converted in a row, or one long-lived buffer, do not
+     * count.) */
+    uint32_t mark = atomic_load_explicit(&o->made_at_conversion, memory_order_relaxed);
+    if (mark != 0 && (int16_t)(uint16_t)(b->stamp - (uint16_t)mark) > 0)
+        atomic_store_explicit(&o->share_credit,
+                              atomic_load_explicit(&credit_per_conversion, memory_order_relaxed),
+                              memory_order_relaxed);
+    atomic_store_explicit(&o->made_at_conversion,
+                          atomic_load_explicit(&o->made, memory_order_relaxed),
                           memory_order_relaxed);
     atomic_fetch_add_explicit(&conversions, 1, memory_order_relaxed);
 }
@@ -330,9 +350,10 @@ static void change_slow(struct zbuf_buf *b, int delta)
                 zbuf__buf_release(b);
                 return;
             }
-            if (me != NULL)
+            if (me != NULL) {
                 atomic_store_explicit(&b->local, 2, memory_order_relaxed);
-            else
+                b->stamp = (uint16_t)atomic_load_explicit(&me->made, memory_order_relaxed);
+            } else
                 atomic_store_explicit(&b->shared, 2, memory_order_relaxed);
             atomic_store_explicit(&b->owner, me ? me : ZBUF__SHARED, memory_order_release);
             atomic_fetch_add_explicit(&takeovers, 1, memory_order_relaxed);

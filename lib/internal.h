@@ -67,6 +67,8 @@ enum zbuf__buf_kind {
 struct zbuf__owner {
     _Atomic uint32_t in_cs;        /* runs the holding thread is in; written by it only */
     _Atomic uint32_t share_credit; /* new buffers of this thread start shared while > 0 */
+    _Atomic uint32_t made;         /* buffers made biased to it (written by its thread) */
+    _Atomic uint32_t made_at_conversion; /* `made` at the last conversion; 0: none yet */
     struct zbuf__owner *next_free; /* free list (buf.c), under its lock */
     struct zbuf__owner *next_all;  /* every record ever made, for fork() */
 } __attribute__((aligned(64)));
@@ -97,7 +99,7 @@ struct zbuf_buf {
     int32_t fd;           /* FILE only */
     uint8_t kind;         /* enum zbuf__buf_kind */
     uint8_t cb2;          /* USER: the callback is a zbuf_release2_cb */
-    uint8_t pad_[2];
+    uint16_t stamp;       /* biased: the owner's `made` when this was made (buf.c) */
     uint8_t *base;        /* first byte; NULL for FILE */
     size_t size;          /* bytes; > 0 */
     union {

@@ -291,6 +291,44 @@ static void run_pair(int order, int rounds)
         T_CHECK(zbuf__bias_conversions() > conv0, "no buffer was converted to shared counting");
 }
 
+/* A thread that keeps handing new buffers to another thread while it holds
+ * references to them has them converted one after the other; after the
+ * second message its next buffers start shared, with no conversion at all
+ * (and one long-lived buffer converted once gives no such credit). */
+HANDOVER_TEST(a_thread_that_keeps_sharing_new_buffers_makes_them_shared)
+{
+    zbuf__bias_set_share_credit(64);
+    if (!zbuf__bias_enabled())
+        return;
+    uint64_t conv[4];
+    for (int r = 0; r < 4; r++) {
+        conv[r] = zbuf__bias_conversions();
+        struct pair p;
+        memset(&p, 0, sizeof p);
+        p.order = 1; /* the other thread drops while this one holds: converts */
+        T_OK(pthread_barrier_init(&p.b1, NULL, 2));
+        T_OK(pthread_barrier_init(&p.b2, NULL, 2));
+        pthread_t th;
+        T_OK(pthread_create(&th, NULL, other_side, &p));
+        p.mine = make_msg(p.seen);
+        T_OK(zbuf_dup(p.mine, 0, ZBUF_TO_END, &p.theirs));
+        pthread_barrier_wait(&p.b1);
+        pthread_barrier_wait(&p.b2);
+        drop(p.mine);
+        T_OK(pthread_join(th, NULL));
+        pthread_barrier_destroy(&p.b1);
+        pthread_barrier_destroy(&p.b2);
+        for (int k = 0; k < NB; k++)
+            check_once(&p.seen[k], 0, "message handed over while held");
+    }
+    uint64_t now = zbuf__bias_conversions();
+    T_CHECK(conv[1] - conv[0] == NB && conv[2] - conv[1] == NB,
+            "the first two messages are converted buffer by buffer (%llu, %llu)",
+            (unsigned long long)(conv[1] - conv[0]), (unsigned long long)(conv[2] - conv[1]));
+    T_CHECK(now - conv[2] == 0, "later messages still converted (%llu)",
+            (unsigned long long)(now - conv[2]));
+}
+
 HANDOVER_TEST(last_reference_dropped_on_a_thread_that_is_not_the_owner)
 {
     run_pair(0, 20);
@@ -738,6 +776,8 @@ int main(void)
          owner_thread_exits_while_others_hold_references},
         {"a_later_thread_counts_buffers_of_an_exited_one",
          a_later_thread_counts_buffers_of_an_exited_one},
+        {"a_thread_that_keeps_sharing_new_buffers_makes_them_shared",
+         a_thread_that_keeps_sharing_new_buffers_makes_them_shared},
         {"last_reference_dropped_on_a_thread_that_is_not_the_owner",
          last_reference_dropped_on_a_thread_that_is_not_the_owner},
         {"last_reference_dropped_on_the_owner_after_another_thread",
