@@ -217,6 +217,7 @@ uint64_t zbuf__bias_takeovers(void)
 void zbuf__buf_count_init(struct zbuf_buf *b)
 {
     struct zbuf__owner *me = NULL;
+    b->stamp = 0;
     if (atomic_load_explicit(&bias_on, memory_order_relaxed))
         me = zbuf__owner_self();
     if (me != NULL) {
