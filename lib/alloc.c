@@ -156,6 +156,7 @@ static void ts_thread_exit(void *unused)
     ts.gen = 0; /* a later use on this thread starts over */
     ts.registered = false;
     zbuf__ts_unregister(&ts);
+    zbuf__owner_detach(); /* buffers biased to this thread stay with its record */
 }
 
 static void ts_key_init(void)

@@ -54,21 +54,62 @@ enum zbuf__buf_kind {
     ZBUF__BUF_FILE = 3, /* a byte range of a file; no memory; read-only */
 };
 
+/*
+ * A thread's record for biased reference counting (buf.c).  A buffer biased
+ * to a record is counted by the thread that holds the record with plain
+ * loads and stores; `in_cs` is not 0 while that thread may be between
+ * reading a buffer's owner and storing its new count, so that another
+ * thread taking the bias away can wait for the store (see "Biased
+ * reference counts" in buf.c and zbuf__run_enter()).  Records are never
+ * freed: a thread that exits puts its record on a free list and the next
+ * new thread takes it over, with the buffers biased to it.
+ */
+struct zbuf__owner {
+    _Atomic uint32_t in_cs;        /* runs the holding thread is in; written by it only */
+    _Atomic uint32_t share_credit; /* new buffers of this thread start shared while > 0 */
+    _Atomic uint32_t made;         /* buffers made biased to it (written by its thread) */
+    _Atomic uint32_t made_at_conversion; /* `made` at the last conversion; 0: none yet */
+    struct zbuf__owner *next_free; /* free list (buf.c), under its lock */
+    struct zbuf__owner *next_all;  /* every record ever made, for fork() */
+} __attribute__((aligned(64)));
+
+/* A buffer's owner while a thread takes its bias away, and once it is
+ * shared; never a thread's record, never NULL. */
+extern struct zbuf__owner zbuf__owner_converting ZBUF__HIDDEN;
+extern struct zbuf__owner zbuf__owner_shared ZBUF__HIDDEN;
+#define ZBUF__SHARED (&zbuf__owner_shared)
+
 struct zbuf_buf {
-    /* References: one per segment, one per handle a caller holds.  Never 0
-     * while reachable.  Updated without an atomic RMW while it is 1 (the
-     * holder is then the only one who can see the buffer). */
-    _Atomic uint32_t refs;
+    /* References: one per segment, one per handle a caller holds.  Their
+     * number is `local` + `shared` and is never 0 while the buffer is
+     * reachable.  Three states, told by `owner`:
+     *  - biased (owner is a thread record): the record's thread counts in
+     *    `local` without atomic read-modify-writes; `shared` is 0; any other
+     *    thread goes through zbuf__ref_slow();
+     *  - converting (owner == &zbuf__owner_converting): one thread is moving
+     *    the count to `shared`; everybody else waits for it;
+     *  - shared (owner == ZBUF__SHARED): `shared` is the whole count,
+     *    updated with atomic read-modify-writes; `local` is unused.  Final
+     *    until release.
+     * `owner` is never NULL, so that a thread without a record (NULL)
+     * never takes a buffer for its own. */
+    _Atomic(struct zbuf__owner *) owner;
+    _Atomic uint32_t local;
+    _Atomic int32_t shared;
+    int32_t fd;           /* FILE only */
     uint8_t kind;         /* enum zbuf__buf_kind */
-    uint8_t pad_[3];
+    uint8_t cb2;          /* USER: the callback is a zbuf_release2_cb */
+    uint16_t stamp;       /* biased: the owner's `made` when this was made (buf.c) */
     uint8_t *base;        /* first byte; NULL for FILE */
     size_t size;          /* bytes; > 0 */
     union {
         struct {          /* USER and FILE */
-            zbuf_release_cb cb;
+            void (*cb)(void); /* zbuf_release_cb, or zbuf_release2_cb if cb2 */
             void *arg;
-            int fd;       /* FILE only */
-            off_t foff;   /* FILE only: file offset of byte 0 */
+            union {
+                void *arg2;   /* USER with cb2 */
+                off_t foff;   /* FILE: file offset of byte 0 */
+            } x;
         } user;
         struct {          /* POOL */
             struct zbuf_pool *pool;
@@ -78,41 +119,43 @@ struct zbuf_buf {
     } u;
 };
 
-/* Drop a reference held by a segment or a handle; releases on the last. */
+/* Release a buffer whose last reference went (buf.c). */
 ZBUF__HIDDEN void zbuf__buf_release(struct zbuf_buf *b);
 /* Return a POOL buffer whose last reference went (pool.c). */
 ZBUF__HIDDEN void zbuf__pool_put(struct zbuf_buf *b);
-/* Allocate a HEAP buffer of `size` bytes with refs == 1. */
+/* Allocate a HEAP buffer of `size` bytes with one reference. */
 ZBUF__HIDDEN struct zbuf_buf *zbuf__buf_new_heap(size_t size);
-/* Enrol caller memory as a USER buffer with refs == 1 (no argument checks). */
+/* Enrol caller memory as a USER buffer with one reference (no argument checks). */
 ZBUF__HIDDEN struct zbuf_buf *zbuf__buf_new_user(void *data, size_t size, zbuf_release_cb cb,
                                                  void *arg);
+/* The same with a two-word callback. */
+ZBUF__HIDDEN struct zbuf_buf *zbuf__buf_new_user2(void *data, size_t size, zbuf_release2_cb cb,
+                                                  void *arg, void *arg2);
+/* Forget the release callback of a buffer that was never handed out. */
+static inline void zbuf__buf_forget_cb(struct zbuf_buf *b)
+{
+    b->u.user.cb = NULL;
+}
 /* Copy `len` bytes from byte `in` of a segment of `b` (memory or file). */
 ZBUF__HIDDEN int zbuf__buf_read(const struct zbuf_buf *b, size_t boff, void *dst, size_t len);
-
-static inline void zbuf__buf_get(struct zbuf_buf *b)
-{
-    uint32_t r = atomic_load_explicit(&b->refs, memory_order_relaxed);
-    ZBUF__ASSERT(r > 0);
-    if (r == 1)
-        atomic_store_explicit(&b->refs, 2, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
-}
-
-static inline void zbuf__buf_put(struct zbuf_buf *b)
-{
-    /* Sole owner: nobody else can race with us, skip the atomic RMW. */
-    if (atomic_load_explicit(&b->refs, memory_order_acquire) == 1 ||
-        atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
-        zbuf__buf_release(b);
-}
-
-static inline bool zbuf__buf_is_private(const struct zbuf_buf *b)
-{
-    return (b->kind == ZBUF__BUF_HEAP || b->kind == ZBUF__BUF_POOL) &&
-           atomic_load_explicit(&((struct zbuf_buf *)b)->refs, memory_order_acquire) == 1;
-}
+/* Give a buffer its first reference, biased to the calling thread when
+ * biasing is on (buf.c; pools call it on every zbuf_pool_get()). */
+ZBUF__HIDDEN void zbuf__buf_count_init(struct zbuf_buf *b);
+/* References in all (a snapshot unless the caller holds the only one). */
+ZBUF__HIDDEN uint32_t zbuf__buf_refs(const struct zbuf_buf *b);
+/* This thread's record, attaching one if needed; NULL when biasing is off. */
+ZBUF__HIDDEN struct zbuf__owner *zbuf__owner_self(void);
+/* Give the calling thread's record back (its exit hook in alloc.c). */
+ZBUF__HIDDEN void zbuf__owner_detach(void);
+/* Test hooks (buf.c): biasing of new buffers on or off (off: they start
+ * shared), whether it is available and on, how many buffers were converted
+ * to shared counting and taken over by another thread, and how many buffers
+ * a thread makes shared after a conversion (64). */
+ZBUF__HIDDEN void zbuf__bias_set_enabled(bool on);
+ZBUF__HIDDEN bool zbuf__bias_enabled(void);
+ZBUF__HIDDEN uint64_t zbuf__bias_conversions(void);
+ZBUF__HIDDEN uint64_t zbuf__bias_takeovers(void);
+ZBUF__HIDDEN void zbuf__bias_set_share_credit(uint32_t n);
 
 /* --------------------------------------------------------------- segments */
 
@@ -142,6 +185,18 @@ struct zbuf {
     size_t rsv_tail;
     struct zbuf_buf *rsv_buf;
 };
+
+/* Core operations whose arguments the caller has checked (the public
+ * functions of zbuf.c check and call them; so does the VxWorks layer, which
+ * checks its own way).  Ranges lie inside the zbuf and lengths are counts,
+ * not ZBUF_TO_END (and not 0 for zbuf__cut()); NULL or -ENOMEM: nothing
+ * changed. */
+ZBUF__HIDDEN int zbuf__delete(struct zbuf *z); /* 0, which is OK */
+ZBUF__HIDDEN struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len);
+ZBUF__HIDDEN struct zbuf *zbuf__split(struct zbuf *z, size_t off);
+ZBUF__HIDDEN int zbuf__cut(struct zbuf *z, size_t off, size_t len, struct zbuf_seg **after);
+/* Copies and counts the copy; 0 or -EIO. */
+ZBUF__HIDDEN int zbuf__copyout(const struct zbuf *z, size_t off, void *dst, size_t len);
 
 static inline uint8_t *zbuf__seg_ptr(const struct zbuf_seg *s)
 {
@@ -191,12 +246,13 @@ struct zbuf__tstate {
     bool je_tcache_failed;
     struct zbuf__counters ctr;
     struct zbuf__tstate *reg_next, *reg_prev; /* registry links (stats.c) */
+    struct zbuf__owner *owner; /* record for biased counts (buf.c); NULL: none yet */
 };
 
 extern __thread struct zbuf__tstate zbuf__ts __attribute__((tls_model("initial-exec")));
 /* Bumped by zbuf_set_allocator() and the cache switch: caches of an older
  * generation are drained on their thread's next slow path. */
-extern _Atomic unsigned zbuf__gen;
+extern _Atomic unsigned zbuf__gen ZBUF__HIDDEN;
 
 ZBUF__HIDDEN void zbuf__ts_init(void);          /* register this thread (alloc.c) */
 ZBUF__HIDDEN void zbuf__ts_register(struct zbuf__tstate *t);   /* stats.c */
@@ -217,6 +273,131 @@ static inline void zbuf__count_copy(size_t n)
 {
     ZBUF__COUNT(bytes_copied, n);
     ZBUF__ADD(zbuf__ts.ctr.copies, 1);
+}
+
+/* ------------------------------------------ reference counting fast paths */
+
+/*
+ * A *run* of reference changes by one thread: zbuf__run_enter() ..
+ * zbuf__run_leave(), with zbuf__ref_get()/zbuf__ref_put() in between.  The
+ * thread's record counts the runs it is in (`in_cs`); while it is not 0 the
+ * thread may be between loading a buffer's owner and storing its `local`,
+ * which is what a converting thread waits out (buf.c).  The compiler
+ * barriers keep every owner load and `local` store inside the run; the CPU
+ * may still move the owner load before the in_cs store becomes visible,
+ * which the converting thread's membarrier() covers.  Nothing in a run may
+ * block or call back into user code: the out-of-line paths leave the run
+ * around the release and the slow path.  `me` is zbuf__ts.owner, possibly
+ * NULL (the thread has no record: everything goes the shared or slow way).
+ */
+static inline struct zbuf__owner *zbuf__run_enter(void)
+{
+    struct zbuf__owner *me = zbuf__ts.owner;
+    if (ZBUF__LIKELY(me != NULL)) {
+        uint32_t n = atomic_load_explicit(&me->in_cs, memory_order_relaxed);
+        atomic_store_explicit(&me->in_cs, n + 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+    }
+    return me;
+}
+
+static inline void zbuf__run_leave(struct zbuf__owner *me)
+{
+    if (ZBUF__LIKELY(me != NULL)) {
+        atomic_signal_fence(memory_order_seq_cst);
+        uint32_t n = atomic_load_explicit(&me->in_cs, memory_order_relaxed);
+        atomic_store_explicit(&me->in_cs, n - 1, memory_order_release);
+    }
+}
+
+/* Out of line, inside a run: a change the fast paths cannot make, and the
+ * release of a buffer whose last reference went (both leave the run while
+ * they work: the release may call the user's callback). */
+ZBUF__HIDDEN void zbuf__ref_slow(struct zbuf__owner *me, struct zbuf_buf *b, int delta);
+ZBUF__HIDDEN void zbuf__ref_release(struct zbuf__owner *me, struct zbuf_buf *b);
+
+/* Take one more reference, inside a run.  The owner thread of a biased
+ * buffer stores the new count without a read-modify-write; a shared buffer
+ * takes an atomic add; everything else is out of line. */
+static inline void zbuf__ref_get(struct zbuf__owner *me, struct zbuf_buf *b)
+{
+    struct zbuf__owner *o = atomic_load_explicit(&b->owner, memory_order_acquire);
+    if (ZBUF__LIKELY(o == me)) {
+        uint32_t n = atomic_load_explicit(&b->local, memory_order_relaxed) + 1;
+        atomic_store_explicit(&b->local, n, memory_order_release);
+    } else if (o == ZBUF__SHARED) {
+        atomic_fetch_add_explicit(&b->shared, 1, memory_order_relaxed);
+    } else {
+        zbuf__ref_slow(me, b, 1);
+    }
+}
+
+/* Drop a reference held by a segment or a handle, inside a run; the last
+ * one releases the buffer, on this thread, before this returns. */
+static inline void zbuf__ref_put(struct zbuf__owner *me, struct zbuf_buf *b)
+{
+    struct zbuf__owner *o = atomic_load_explicit(&b->owner, memory_order_acquire);
+    if (ZBUF__LIKELY(o == me)) {
+        uint32_t n = atomic_load_explicit(&b->local, memory_order_relaxed) - 1;
+        atomic_store_explicit(&b->local, n, memory_order_release);
+        if (n == 0)
+            zbuf__ref_release(me, b);
+    } else if (o == ZBUF__SHARED) {
+        /* Sole holder: nobody else can race with us, skip the atomic RMW. */
+        if (atomic_load_explicit(&b->shared, memory_order_acquire) == 1 ||
+            atomic_fetch_sub_explicit(&b->shared, 1, memory_order_acq_rel) == 1)
+            zbuf__ref_release(me, b);
+    } else {
+        zbuf__ref_slow(me, b, -1);
+    }
+}
+
+/* One reference change, a run of its own. */
+static inline void zbuf__buf_get(struct zbuf_buf *b)
+{
+    struct zbuf__owner *me = zbuf__run_enter();
+    zbuf__ref_get(me, b);
+    zbuf__run_leave(me);
+}
+
+static inline void zbuf__buf_put(struct zbuf_buf *b)
+{
+    struct zbuf__owner *me = zbuf__run_enter();
+    zbuf__ref_put(me, b);
+    zbuf__run_leave(me);
+}
+
+static inline bool zbuf__buf_is_private(const struct zbuf_buf *b)
+{
+    return (b->kind == ZBUF__BUF_HEAP || b->kind == ZBUF__BUF_POOL) && zbuf__buf_refs(b) == 1;
+}
+
+/* memcpy() for the short runs header code copies (a peek window, a field
+ * straddling segments): overlapping fixed-size moves, no call. */
+static inline void zbuf__copy(void *dst, const void *src, size_t n)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    if (n > 64) {
+        memcpy(d, s, n);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+        if (n > 32) {
+            memcpy(d + 16, s + 16, 16);
+            memcpy(d + n - 32, s + n - 32, 16);
+        }
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n > 0) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
 }
 
 /* ------------------------------------------------------ memory and caches */
@@ -263,6 +444,25 @@ static inline void zbuf__seg_free(struct zbuf_seg *s)
         return;
     }
     zbuf__seg_free_slow(s);
+}
+
+/* Free the descriptors first..last (n of them, linked through ->next, the
+ * last's next NULL) in one splice onto the cache when it has room. */
+static inline void zbuf__seg_free_chain(struct zbuf_seg *first, struct zbuf_seg *last, size_t n)
+{
+    struct zbuf__tstate *t = &zbuf__ts;
+    if (ZBUF__LIKELY(t->cache_on && zbuf__cache_current(t) &&
+                     ZBUF__LOAD(t->ctr.seg_cached) + (int64_t)n <= ZBUF__CACHE_MAX)) {
+        last->next = t->segs;
+        t->segs = first;
+        ZBUF__ADD(t->ctr.seg_cached, (int64_t)n);
+        return;
+    }
+    while (first) {
+        struct zbuf_seg *next = first->next;
+        zbuf__seg_free(first);
+        first = next;
+    }
 }
 
 static inline struct zbuf *zbuf__hdr_alloc(void)

@@ -109,8 +109,12 @@ int zbuf_pool_create(size_t buf_size, size_t count, zbuf_pool_t **out)
     uint8_t *data = (uint8_t *)round_up((uintptr_t)p + head, POOL_ALIGN);
     for (size_t i = count; i-- > 0;) {
         struct zbuf_buf *b = &p->hdrs[i];
-        atomic_init(&b->refs, 0);
+        atomic_init(&b->owner, ZBUF__SHARED);
+        atomic_init(&b->local, 0);
+        atomic_init(&b->shared, 0);
         b->kind = ZBUF__BUF_POOL;
+        b->cb2 = 0;
+        b->fd = -1;
         b->base = data + i * stride;
         b->size = buf_size;
         b->u.pool.pool = p;
@@ -194,7 +198,7 @@ static struct zbuf_buf *take_locked(struct zbuf_pool *p, struct zbuf_pool_quota 
 /* A buffer just taken becomes the caller's new reference. */
 static void hand_out(struct zbuf_buf *b, zbuf_buf_t **out)
 {
-    atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+    zbuf__buf_count_init(b); /* biased to the thread that took it */
     ZBUF__COUNT(bufs, 1);
     *out = b;
 }

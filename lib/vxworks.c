@@ -24,14 +24,6 @@
  * for why one call shape serves both the int and the pointer-sized freeArg. */
 typedef void (*vx_free_rtn)(caddr_t buf, intptr_t free_arg);
 
-/* What the core's release callback needs to call a VxWorks free routine.
- * Allocated by zbufInsertBuf() only when a routine is given; owned by the
- * enrolled buffer from a successful insertion until vx_release() frees it. */
-struct vx_free_ctx {
-    VOIDFUNCPTR rtn;   /* never NULL */
-    intptr_t arg;
-};
-
 /* --------------------------------------------------------------- helpers */
 
 static int vx_fail(int neg_err)
@@ -85,25 +77,35 @@ static int vx_locate_byte(ZBUF_ID z, ZBUF_SEG seg, int offset, size_t *abs)
     return err;
 }
 
-/* A VxWorks length from byte `abs` on: negative or past the end means "to
- * the end", which the core spells ZBUF_TO_END. */
-static size_t vx_span(ZBUF_ID z, size_t abs, int len)
+/* The common case of both: no segment, a plain offset inside the zbuf (up
+ * to the length itself for an insertion point).  Inline, so that a VxWorks
+ * call costs the core call it makes and little more (see docs/benchmarks.md:
+ * the layer must stay within 10 % of the modern API). */
+static inline int vx_where(ZBUF_ID z, ZBUF_SEG seg, int offset, bool point, size_t *abs)
 {
-    if (len < 0 || (size_t)len >= zbuf_length(z) - abs)
-        return ZBUF_TO_END;
-    return (size_t)len;
+    if (ZBUF__LIKELY(seg == NULL && offset >= 0 && offset != ZBUF_END && zbuf__valid(z) &&
+                     ((size_t)offset < z->len || (point && (size_t)offset == z->len)))) {
+        *abs = (size_t)offset;
+        return 0;
+    }
+    return point ? vx_locate(z, seg, offset, abs) : vx_locate_byte(z, seg, offset, abs);
+}
+
+/* A VxWorks length from byte `abs` on, as a count: negative or past the end
+ * means "to the end". */
+static inline size_t vx_count(ZBUF_ID z, size_t abs, int len)
+{
+    size_t rest = z->len - abs;
+    return len < 0 || (size_t)len > rest ? rest : (size_t)len;
 }
 
 /* The core's release callback for enrolled buffers: hand the buffer to the
- * VxWorks free routine.  The context is freed first, so nothing of ours is
- * left behind whatever the routine does. */
-static void vx_release(void *data, size_t size, void *arg)
+ * VxWorks free routine.  The routine and its argument are the buffer's two
+ * user words (zbuf_insert_buf2()), so nothing is allocated per buffer. */
+static void vx_release(void *data, size_t size, void *rtn, void *arg)
 {
-    struct vx_free_ctx ctx = *(struct vx_free_ctx *)arg;
-
     (void)size;
-    zbuf__free(arg, sizeof ctx);
-    ((vx_free_rtn)ctx.rtn)((caddr_t)data, ctx.arg);
+    ((vx_free_rtn)(void (*)(void))rtn)((caddr_t)data, (intptr_t)arg);
 }
 
 /* ---------------------------------------------------------- life cycle */
@@ -121,8 +123,7 @@ STATUS zbufDelete(ZBUF_ID zbufId)
     /* The core treats NULL as a no-op; VxWorks calls it an invalid id. */
     if (!zbuf__valid(zbufId))
         return vx_fail(-EINVAL);
-    int err = zbuf_delete(zbufId);
-    return err == 0 ? OK : vx_fail(err);
+    return zbuf__delete(zbufId); /* 0 == OK: a tail call */
 }
 
 /* ----------------------------------------------------------- insertion */
@@ -131,7 +132,7 @@ ZBUF_SEG zbufInsert(ZBUF_ID zbufId1, ZBUF_SEG zbufSeg, int offset, ZBUF_ID zbufI
 {
     zbuf_seg_t *first;
     size_t abs;
-    int err = vx_locate(zbufId1, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId1, zbufSeg, offset, true, &abs);
 
     if (err != 0)
         return vx_fail_null(err);
@@ -146,38 +147,24 @@ ZBUF_SEG zbufInsert(ZBUF_ID zbufId1, ZBUF_SEG zbufSeg, int offset, ZBUF_ID zbufI
 ZBUF_SEG zbufInsertBuf(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len,
                        VOIDFUNCPTR freeRtn, intptr_t freeArg)
 {
-    struct vx_free_ctx *ctx = NULL;
     zbuf_seg_t *seg;
     size_t abs;
-    int err = vx_locate(zbufId, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId, zbufSeg, offset, true, &abs);
 
     if (err != 0)
         return vx_fail_null(err);
     if (buf == NULL || len <= 0)
         return vx_fail_null(-EINVAL);
-    if (freeRtn != NULL) {
-        ctx = zbuf__alloc(sizeof *ctx);
-        if (ctx == NULL)
-            return vx_fail_null(-ENOMEM);
-        ctx->rtn = freeRtn;
-        ctx->arg = freeArg;
-    }
-    err = zbuf_insert_buf(zbufId, abs, buf, (size_t)len, ctx != NULL ? vx_release : NULL, ctx,
-                          &seg);
-    if (err != 0) {
-        /* Nothing was enrolled, so the release callback will never run. */
-        if (ctx != NULL)
-            zbuf__free(ctx, sizeof *ctx);
-        return vx_fail_null(err);
-    }
-    return seg;
+    err = zbuf_insert_buf2(zbufId, abs, buf, (size_t)len, freeRtn != NULL ? vx_release : NULL,
+                           (void *)(void (*)(void))freeRtn, (void *)freeArg, &seg);
+    return err == 0 ? seg : vx_fail_null(err);
 }
 
 ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
 {
     zbuf_seg_t *seg;
     size_t abs;
-    int err = vx_locate(zbufId, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId, zbufSeg, offset, true, &abs);
 
     if (err != 0)
         return vx_fail_null(err);
@@ -192,8 +179,7 @@ ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t bu
 int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
 {
     size_t abs, n;
-    ssize_t got;
-    int err = vx_locate_byte(zbufId, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
 
     if (err != 0)
         return vx_fail(err);
@@ -201,14 +187,12 @@ int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, i
         return vx_fail(-EINVAL);
     if (len == 0)
         return 0;
-    /* Clamp here rather than pass ZBUF_TO_END: the count must fit an int. */
-    n = zbuf_length(zbufId) - abs;
-    if (len > 0 && (size_t)len < n)
-        n = (size_t)len;
+    /* The count must fit an int. */
+    n = vx_count(zbufId, abs, len);
     if (n > INT_MAX)
         n = INT_MAX;
-    got = zbuf_copyout(zbufId, abs, buf, n);
-    return got >= 0 ? (int)got : vx_fail((int)got);
+    err = zbuf__copyout(zbufId, abs, buf, n);
+    return err == 0 ? (int)n : vx_fail(err);
 }
 
 /* --------------------------------------------------------- rearranging */
@@ -217,13 +201,13 @@ ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_seg_t *after;
     size_t abs;
-    int err = vx_locate_byte(zbufId, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
 
     if (err != 0)
         return vx_fail_null(err);
     if (len == 0)
         return vx_fail_null(-EINVAL);
-    err = zbuf_cut(zbufId, abs, vx_span(zbufId, abs, len), &after);
+    err = zbuf__cut(zbufId, abs, vx_count(zbufId, abs, len), &after);
     if (err != 0)
         return vx_fail_null(err);
     return after != NULL ? after : ZBUF_NONE;
@@ -233,35 +217,33 @@ ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
 {
     zbuf_t *tail;
     size_t abs;
-    int err = vx_locate_byte(zbufId, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
 
     if (err != 0)
         return vx_fail_null(err);
-    err = zbuf_split(zbufId, abs, &tail);
-    return err == 0 ? tail : vx_fail_null(err);
+    tail = zbuf__split(zbufId, abs);
+    return tail != NULL ? tail : vx_fail_null(-ENOMEM);
 }
 
 ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_t *dup;
     size_t abs;
-    int err = vx_locate_byte(zbufId, zbufSeg, offset, &abs);
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
 
     if (err != 0)
         return vx_fail_null(err);
     if (len == 0)
         return vx_fail_null(-EINVAL);
-    err = zbuf_dup(zbufId, abs, vx_span(zbufId, abs, len), &dup);
-    return err == 0 ? dup : vx_fail_null(err);
+    dup = zbuf__dup(zbufId, abs, vx_count(zbufId, abs, len));
+    return dup != NULL ? dup : vx_fail_null(-ENOMEM);
 }
 
 int zbufLength(ZBUF_ID zbufId)
 {
-    size_t len;
-
     if (!zbuf__valid(zbufId))
         return vx_fail(-EINVAL);
-    len = zbuf_length(zbufId);
+    size_t len = zbufId->len;
     return len <= INT_MAX ? (int)len : vx_fail(-EOVERFLOW);
 }
 

@@ -62,16 +62,25 @@ static struct zbuf_seg *seg_set(struct zbuf_seg *s, struct zbuf_buf *b, size_t o
     return s;
 }
 
-/* Drop segments collected by an operation, once the zbuf is consistent. */
+/* Drop segments collected by an operation (a NULL-terminated list through
+ * ->next), once the zbuf is consistent: their references first (release
+ * callbacks may run, and may use the library), then the descriptors, in one
+ * splice onto the cache. */
 static void bury(struct zbuf_seg *dead)
 {
-    while (dead) {
-        struct zbuf_seg *next = dead->next;
-        struct zbuf_buf *b = dead->buf;
-        zbuf__seg_free(dead);
-        zbuf__buf_put(b);
-        dead = next;
+    if (dead == NULL)
+        return;
+    struct zbuf_seg *last = NULL;
+    size_t n = 0;
+    struct zbuf__owner *me = zbuf__run_enter();
+    for (struct zbuf_seg *s = dead; s; s = s->next) {
+        s->owner = NULL; /* a stale handle no longer matches any zbuf */
+        zbuf__ref_put(me, s->buf);
+        last = s;
+        n++;
     }
+    zbuf__run_leave(me);
+    zbuf__seg_free_chain(dead, last, n);
 }
 
 /* Move the run first..last of `from` into `to`, before `at` (NULL: append). */
@@ -112,6 +121,29 @@ static void transfer(struct zbuf *from, struct zbuf_seg *first, struct zbuf_seg 
     to->nsegs += n;
 }
 
+/* Move the segments from `first` to the end of `from` into the empty `to`. */
+static void transfer_tail(struct zbuf *from, struct zbuf_seg *first, struct zbuf *to)
+{
+    size_t bytes = 0, n = 0;
+    for (struct zbuf_seg *s = first; s; s = s->next) {
+        s->owner = to;
+        bytes += s->len;
+        n++;
+    }
+    to->head = first;
+    to->tail = from->tail;
+    to->len = bytes;
+    to->nsegs = n;
+    from->tail = first->prev;
+    if (first->prev)
+        first->prev->next = NULL;
+    else
+        from->head = NULL;
+    first->prev = NULL;
+    from->len -= bytes;
+    from->nsegs -= n;
+}
+
 /* ------------------------------------------------------------- positions */
 
 /* A byte position: segment and offset inside it; seg == NULL is the end. */
@@ -146,13 +178,21 @@ static struct zbuf_seg *cleave(struct zbuf *z, struct pos p, struct zbuf_seg *sp
 {
     if (p.seg == NULL || p.in == 0)
         return p.seg;
-    struct zbuf_seg *s = p.seg;
+    struct zbuf_seg *s = p.seg, *next = s->next;
     ZBUF__ASSERT(spare != NULL && p.in < s->len);
     seg_set(spare, s->buf, s->off + p.in, s->len - p.in);
     zbuf__buf_get(s->buf);
     s->len = p.in;
-    z->len -= spare->len; /* link_before() adds it back */
-    link_before(z, s->next, spare);
+    /* Link spare after s; the zbuf's length does not change. */
+    spare->owner = z;
+    spare->prev = s;
+    spare->next = next;
+    s->next = spare;
+    if (next)
+        next->prev = spare;
+    else
+        z->tail = spare;
+    z->nsegs++;
     return spare;
 }
 
@@ -200,16 +240,20 @@ static bool is_mem(const struct zbuf_seg *s)
 
 /* Forget a reservation (see zbuf_reserve()).  Every modifying call does this
  * at the point where it commits. */
-static void rsv_drop(struct zbuf *z)
+static __attribute__((noinline, cold)) void rsv_forget(struct zbuf *z)
 {
-    if (ZBUF__UNLIKELY(z->rsv_buf != NULL || z->rsv_seg != NULL)) {
-        struct zbuf_buf *b = z->rsv_buf;
-        z->rsv_buf = NULL;
-        z->rsv_seg = NULL;
-        z->rsv_tail = 0;
-        if (b)
-            zbuf__buf_put(b);
-    }
+    struct zbuf_buf *b = z->rsv_buf;
+    z->rsv_buf = NULL;
+    z->rsv_seg = NULL;
+    z->rsv_tail = 0;
+    if (b)
+        zbuf__buf_put(b);
+}
+
+static inline void rsv_drop(struct zbuf *z)
+{
+    if (ZBUF__UNLIKELY(z->rsv_buf != NULL || z->rsv_seg != NULL))
+        rsv_forget(z);
 }
 
 /* ------------------------------------------------------------ life cycle */
@@ -235,19 +279,40 @@ int zbuf_create(zbuf_t **out)
     return 0;
 }
 
-int zbuf_delete(zbuf_t *z)
+static inline void delete_checked(struct zbuf *z)
 {
-    if (z == NULL)
-        return 0;
-    if (!zbuf__valid(z))
-        return -EINVAL;
     rsv_drop(z);
     struct zbuf_seg *s = z->head;
     z->magic = 0; /* re-entry from a release callback sees a dead handle */
     z->head = z->tail = NULL;
     bury(s);
     zbuf__hdr_free(z);
+}
+
+int zbuf__delete(struct zbuf *z)
+{
+    delete_checked(z);
     return 0;
+}
+
+int zbuf_delete(zbuf_t *z)
+{
+    if (z == NULL)
+        return 0;
+    if (!zbuf__valid(z))
+        return -EINVAL;
+    delete_checked(z);
+    return 0;
+}
+
+bool zbuf_valid(const zbuf_t *z)
+{
+    return zbuf__valid(z);
+}
+
+bool zbuf_seg_valid(const zbuf_t *z, const zbuf_seg_t *s)
+{
+    return zbuf__valid(z) && zbuf__seg_of(z, s);
 }
 
 size_t zbuf_length(const zbuf_t *z)
@@ -262,12 +327,11 @@ size_t zbuf_seg_count(const zbuf_t *z)
 
 /* -------------------------------------------------------------- inserting */
 
-/* Insert one new segment over [boff, boff + len) of b at off.  The segment
+/* Insert one new segment over [boff, boff + len) of b at p.  The segment
  * takes a new reference to b. */
-static int insert_seg(struct zbuf *z, size_t off, struct zbuf_buf *b, size_t boff, size_t len,
+static int insert_seg(struct zbuf *z, struct pos p, struct zbuf_buf *b, size_t boff, size_t len,
                       zbuf_seg_t **segp)
 {
-    struct pos p = find(z, off);
     struct zbuf_seg *spare, *s = zbuf__seg_alloc();
     if (s == NULL)
         return -ENOMEM;
@@ -284,6 +348,19 @@ static int insert_seg(struct zbuf *z, size_t off, struct zbuf_buf *b, size_t bof
     return 0;
 }
 
+/* Enrol a new USER buffer (made by the caller) and insert all of it; on
+ * failure the buffer is released without its callback. */
+static int insert_new_user(struct zbuf *z, size_t off, struct zbuf_buf *b, zbuf_seg_t **segp)
+{
+    if (b == NULL)
+        return -ENOMEM;
+    int rc = insert_seg(z, find(z, off), b, 0, b->size, segp);
+    if (rc != 0)
+        zbuf__buf_forget_cb(b); /* not enrolled after all: release silently */
+    zbuf__buf_put(b);           /* the segment holds the only reference */
+    return rc;
+}
+
 int zbuf_insert_buf(zbuf_t *z, size_t off, void *data, size_t len, zbuf_release_cb cb,
                     void *arg, zbuf_seg_t **segp)
 {
@@ -291,14 +368,17 @@ int zbuf_insert_buf(zbuf_t *z, size_t off, void *data, size_t len, zbuf_release_
         return -EINVAL;
     if (check_point(z, &off) != 0)
         return -ERANGE;
-    struct zbuf_buf *b = zbuf__buf_new_user(data, len, cb, arg);
-    if (b == NULL)
-        return -ENOMEM;
-    int rc = insert_seg(z, off, b, 0, len, segp);
-    if (rc != 0)
-        b->u.user.cb = NULL; /* not enrolled after all: release silently */
-    zbuf__buf_put(b);        /* the segment holds the only reference */
-    return rc;
+    return insert_new_user(z, off, zbuf__buf_new_user(data, len, cb, arg), segp);
+}
+
+int zbuf_insert_buf2(zbuf_t *z, size_t off, void *data, size_t len, zbuf_release2_cb cb,
+                     void *arg, void *arg2, zbuf_seg_t **segp)
+{
+    if (!zbuf__valid(z) || data == NULL || len == 0)
+        return -EINVAL;
+    if (check_point(z, &off) != 0)
+        return -ERANGE;
+    return insert_new_user(z, off, zbuf__buf_new_user2(data, len, cb, arg, arg2), segp);
 }
 
 int zbuf_insert_ref(zbuf_t *z, size_t off, zbuf_buf_t *b, size_t boff, size_t len,
@@ -308,7 +388,20 @@ int zbuf_insert_ref(zbuf_t *z, size_t off, zbuf_buf_t *b, size_t boff, size_t le
         return -EINVAL;
     if (check_point(z, &off) != 0 || boff > b->size || len > b->size - boff)
         return -ERANGE;
-    return insert_seg(z, off, b, boff, len, segp);
+    struct pos p = find(z, off);
+    struct zbuf_seg *prev = p.seg ? p.seg->prev : z->tail;
+    if (p.in == 0 && prev != NULL && prev->buf == b && prev->off + prev->len == boff) {
+        /* The range continues the segment before the insertion point: grow
+         * that segment, which already holds a reference to b. */
+        rsv_drop(z);
+        prev->len += len;
+        z->len += len;
+        if (segp)
+            *segp = prev;
+        ZBUF__CHECKED(z);
+        return 0;
+    }
+    return insert_seg(z, p, b, boff, len, segp);
 }
 
 int zbuf_insert_copy(zbuf_t *z, size_t off, const void *data, size_t len, zbuf_seg_t **segp)
@@ -321,7 +414,7 @@ int zbuf_insert_copy(zbuf_t *z, size_t off, const void *data, size_t len, zbuf_s
     if (b == NULL)
         return -ENOMEM;
     memcpy(b->base, data, len);
-    int rc = insert_seg(z, off, b, 0, len, segp);
+    int rc = insert_seg(z, find(z, off), b, 0, len, segp);
     zbuf__buf_put(b);
     if (rc == 0)
         zbuf__count_copy(len);
@@ -359,14 +452,31 @@ static int read_from(struct pos p, void *dst, size_t len)
         size_t n = s->len - p.in;
         if (n > len)
             n = len;
-        int rc = zbuf__buf_read(s->buf, s->off + p.in, d, n);
-        if (rc != 0)
-            return rc;
+        if (ZBUF__LIKELY(is_mem(s))) {
+            memcpy(d, zbuf__seg_ptr(s) + p.in, n);
+        } else {
+            int rc = zbuf__buf_read(s->buf, s->off + p.in, d, n);
+            if (rc != 0)
+                return rc;
+        }
         d += n;
         len -= n;
         p.in = 0;
     }
     return 0;
+}
+
+static inline int copyout_checked(const struct zbuf *z, size_t off, void *dst, size_t len)
+{
+    int rc = read_from(find(z, off), dst, len);
+    if (rc == 0)
+        zbuf__count_copy(len);
+    return rc;
+}
+
+int zbuf__copyout(const struct zbuf *z, size_t off, void *dst, size_t len)
+{
+    return copyout_checked(z, off, dst, len);
 }
 
 ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
@@ -381,11 +491,8 @@ ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
         return -EINVAL;
     if (len > (size_t)SSIZE_MAX)
         return -EOVERFLOW;
-    int rc = read_from(find(z, off), dst, len);
-    if (rc != 0)
-        return rc;
-    zbuf__count_copy(len);
-    return (ssize_t)len;
+    int rc = copyout_checked(z, off, dst, len);
+    return rc != 0 ? rc : (ssize_t)len;
 }
 
 int zbuf_peek(const zbuf_t *z, size_t off, size_t len, void *scratch, const void **out)
@@ -442,60 +549,106 @@ int zbuf_iovec(const zbuf_t *z, size_t off, size_t len, struct iovec *iov, int i
 
 /* ----------------------------------------------------------- rearranging */
 
+static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t len)
+{
+    struct zbuf *d = hdr_new();
+    if (d == NULL)
+        return NULL;
+    /* Build the copy's list directly: it is new, nobody else sees it. */
+    struct pos p = find(z, off);
+    struct zbuf_seg *prev = NULL, **link = &d->head;
+    size_t total = len, nsegs = 0;
+    struct zbuf__owner *me = zbuf__run_enter();
+    for (struct zbuf_seg *s = p.seg; len > 0; s = s->next) {
+        size_t n = s->len - p.in;
+        if (n > len)
+            n = len;
+        struct zbuf_seg *c = zbuf__seg_alloc();
+        if (c == NULL)
+            break;
+        struct zbuf_buf *b = s->buf;
+        zbuf__ref_get(me, b);
+        seg_set(c, b, s->off + p.in, n);
+        c->owner = d;
+        c->prev = prev;
+        *link = c;
+        link = &c->next;
+        prev = c;
+        nsegs++;
+        len -= n;
+        p.in = 0;
+    }
+    zbuf__run_leave(me);
+    *link = NULL;
+    d->tail = prev;
+    d->nsegs = nsegs;
+    d->len = total - len;
+    if (len > 0) {
+        zbuf__delete(d); /* drops only the references d took: z keeps its own */
+        return NULL;
+    }
+    ZBUF__CHECKED(d);
+    return d;
+}
+
+struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len)
+{
+    return dup_checked(z, off, len);
+}
+
 int zbuf_dup(const zbuf_t *z, size_t off, size_t len, zbuf_t **out)
 {
     if (!zbuf__valid(z) || out == NULL)
         return -EINVAL;
     if (check_range(z, off, &len) != 0)
         return -ERANGE;
-    struct zbuf *d = hdr_new();
+    struct zbuf *d = dup_checked(z, off, len);
     if (d == NULL)
         return -ENOMEM;
-    struct pos p = find(z, off);
-    for (struct zbuf_seg *s = p.seg; len > 0; s = s->next) {
-        size_t n = s->len - p.in;
-        if (n > len)
-            n = len;
-        struct zbuf_seg *c = zbuf__seg_alloc();
-        if (c == NULL) {
-            zbuf_delete(d); /* drops only the references d took: z keeps its own */
-            return -ENOMEM;
-        }
-        zbuf__buf_get(s->buf);
-        link_before(d, NULL, seg_set(c, s->buf, s->off + p.in, n));
-        len -= n;
-        p.in = 0;
-    }
     *out = d;
-    ZBUF__CHECKED(d);
     return 0;
 }
 
 /* Split z at off; `tail_side` says which side moves to the new zbuf. */
+/* Split z at off (0 .. length); `tail_side` says which side moves to the
+ * new zbuf, which is returned (NULL: out of memory, nothing changed). */
+static inline struct zbuf *split_checked(struct zbuf *z, size_t off, bool tail_side)
+{
+    struct zbuf *n = hdr_new();
+    if (n == NULL)
+        return NULL;
+    struct pos p = find(z, off);
+    struct zbuf_seg *spare;
+    if (spare_for(p, &spare) != 0) {
+        zbuf__hdr_free(n);
+        return NULL;
+    }
+    rsv_drop(z);
+    struct zbuf_seg *at = cleave(z, p, spare);
+    if (tail_side && at != NULL)
+        transfer_tail(z, at, n);
+    else if (!tail_side && off > 0)
+        transfer(z, z->head, at ? at->prev : z->tail, n, NULL);
+    ZBUF__CHECKED(z);
+    ZBUF__CHECKED(n);
+    return n;
+}
+
+struct zbuf *zbuf__split(struct zbuf *z, size_t off)
+{
+    return split_checked(z, off, true);
+}
+
 static int split(zbuf_t *z, size_t off, zbuf_t **out, bool tail_side)
 {
     if (!zbuf__valid(z) || out == NULL)
         return -EINVAL;
     if (off > z->len)
         return -ERANGE;
-    struct zbuf *n = hdr_new();
+    struct zbuf *n = split_checked(z, off, tail_side);
     if (n == NULL)
         return -ENOMEM;
-    struct pos p = find(z, off);
-    struct zbuf_seg *spare;
-    if (spare_for(p, &spare) != 0) {
-        zbuf_delete(n);
-        return -ENOMEM;
-    }
-    rsv_drop(z);
-    struct zbuf_seg *at = cleave(z, p, spare);
-    if (tail_side && at != NULL)
-        transfer(z, at, z->tail, n, NULL);
-    else if (!tail_side && off > 0)
-        transfer(z, z->head, at ? at->prev : z->tail, n, NULL);
     *out = n;
-    ZBUF__CHECKED(z);
-    ZBUF__CHECKED(n);
     return 0;
 }
 
@@ -556,18 +709,22 @@ static bool cut_needs_spare(struct pos p, size_t len)
     return p.seg != NULL && p.in > 0 && p.in + len < p.seg->len;
 }
 
-int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
+static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
 {
-    if (!zbuf__valid(z))
-        return -EINVAL;
-    if (check_range(z, off, &len) != 0)
-        return -ERANGE;
-    struct pos p = find(z, off);
-    if (len == 0) {
+    /* The common case first: a header stripped off the front, inside the
+     * first segment (no descriptor, no reference changes). */
+    struct zbuf_seg *h = z->head;
+    if (off == 0 && len < h->len) {
+        rsv_drop(z);
+        h->off += len;
+        h->len -= len;
+        z->len -= len;
         if (after)
-            *after = p.seg;
+            *after = h;
+        ZBUF__CHECKED(z);
         return 0;
     }
+    struct pos p = find(z, off);
     struct zbuf_seg *spare = NULL, *dead = NULL;
     if (cut_needs_spare(p, len) && (spare = zbuf__seg_alloc()) == NULL)
         return -ENOMEM;
@@ -578,6 +735,25 @@ int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
     ZBUF__CHECKED(z);
     bury(dead);
     return 0;
+}
+
+int zbuf__cut(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
+{
+    return cut_checked(z, off, len, after);
+}
+
+int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
+{
+    if (!zbuf__valid(z))
+        return -EINVAL;
+    if (check_range(z, off, &len) != 0)
+        return -ERANGE;
+    if (len == 0) {
+        if (after)
+            *after = find(z, off).seg;
+        return 0;
+    }
+    return cut_checked(z, off, len, after);
 }
 
 /* --------------------------------------------------- headroom / tailroom */
@@ -627,7 +803,7 @@ int zbuf_prepend_space(zbuf_t *z, size_t len, void **data)
     struct zbuf_buf *b = zbuf__buf_new_heap(ZBUF_HEADROOM_DEFAULT + len);
     if (b == NULL)
         return -ENOMEM;
-    int rc = insert_seg(z, 0, b, ZBUF_HEADROOM_DEFAULT, len, NULL);
+    int rc = insert_seg(z, find(z, 0), b, ZBUF_HEADROOM_DEFAULT, len, NULL);
     zbuf__buf_put(b);
     if (rc == 0)
         *data = b->base + ZBUF_HEADROOM_DEFAULT;
@@ -650,7 +826,7 @@ int zbuf_append_space(zbuf_t *z, size_t len, void **data)
     struct zbuf_buf *b = zbuf__buf_new_heap(len < APPEND_MIN ? APPEND_MIN : len);
     if (b == NULL)
         return -ENOMEM;
-    int rc = insert_seg(z, z->len, b, 0, len, NULL);
+    int rc = insert_seg(z, find(z, z->len), b, 0, len, NULL);
     zbuf__buf_put(b);
     if (rc == 0)
         *data = b->base;
@@ -943,7 +1119,7 @@ int zbuf_check(const zbuf_t *z)
             return -EFAULT;
         if (s->off > s->buf->size || s->len > s->buf->size - s->off)
             return -EFAULT;
-        if (atomic_load_explicit(&s->buf->refs, memory_order_relaxed) == 0)
+        if (zbuf__buf_refs(s->buf) == 0)
             return -EFAULT;
         len += s->len;
         if (++n > z->nsegs)

@@ -10,9 +10,13 @@
 # Usage: scripts/bench-sock.sh [quick]
 # Environment: RUNS (repetitions, default 5), DUR (seconds per stream run,
 # default 2), FILE_MB (file sizes, default "7 21 63 98 200 350 700 1024"),
-# FILE_RUNS (default 3), FILE_DIR (default build/bench/files), PLOT (0: no PNG),
+# FILE_RUNS (default 5), FILE_RECV (the receiver's read sizes in the file
+# table, default "16384 65536 1048576"), FILE_DIR (default
+# build/bench/files), PLOT (0: no PNG),
 # CONFIGS (message:sockbuf pairs of the stream table), ONLY (stream, gather
-# or file: run just that part).
+# or file: run just that part), RT (1: both ends of every transfer run with
+# real-time priority, chrt -f 50, so that on a shared machine other work
+# does not interleave with the transfer; the results then say "RT").
 #
 # Method.  The sender runs on CPU 0 and the receiver on CPU 1 (taskset).
 # Send side: each sender mode against the cheapest receiver (recv with
@@ -29,11 +33,12 @@ scripts/deps.sh
 RUNS=${RUNS:-5}
 DUR=${DUR:-2}
 FILE_MB=${FILE_MB:-"7 21 63 98 200 350 700 1024"}
-FILE_RUNS=${FILE_RUNS:-3}
+FILE_RUNS=${FILE_RUNS:-5}
+FILE_RECV=${FILE_RECV:-"16384 65536 1048576"}
 FILE_DIR=${FILE_DIR:-$root/build/bench/files}
 PLOT=${PLOT:-1}
 if [ "${1:-}" = quick ]; then
-  RUNS=3 DUR=1 FILE_MB="7 63 200" FILE_RUNS=2
+  RUNS=3 DUR=1 FILE_MB="7 63 200" FILE_RUNS=3
 fi
 
 mkdir -p build
@@ -49,9 +54,13 @@ bin=$root/build/bench/adapters/sock/examples
 out=$root/build/bench/sock
 mkdir -p "$out" "$FILE_DIR"
 csv=$out/results.csv
-echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds" >"$csv"
+echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds,peer_cpu" >"$csv"
 
 if [ "$(nproc)" -ge 2 ]; then snd="taskset -c 0" rcv="taskset -c 1"; else snd="" rcv=""; fi
+if [ "${RT:-0}" = 1 ]; then
+  snd="chrt -f 50 $snd" rcv="chrt -f 50 $rcv"
+  echo "==> RT=1: sender and receiver run with SCHED_FIFO priority 50" >&2
+fi
 
 # Start a blastee on a free port (its options in "$@"); sets $port and $pid.
 start_blastee() {
@@ -86,7 +95,7 @@ pair() {
   cpu=$(echo "$line" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
   bytes=$(echo "$line" | sed -n 's/.*bytes=\([0-9]*\).*/\1/p')
   secs=$(echo "$line" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
-  echo "$kind,$size,$sb,$mode,$run,$mbps,$cpu,$bytes,$secs" >>"$csv"
+  echo "$kind,$size,$sb,$mode,$run,$mbps,$cpu,$bytes,$secs," >>"$csv"
   printf '  %-7s %8s/%-8s %-10s run %d: %8s MB/s\n' "$kind" "$size" "$sb" "$mode" "$run" "$mbps" >&2
 }
 
@@ -111,6 +120,10 @@ want gather && for size in 16384 65536 262144; do
   done
 done
 
+# File to socket: for each file size and each read size of the receiver
+# (which decides how the kernel's loopback delivery and the sender's
+# sendfile() interleave), every mode once per run, in turn.  Recorded: the
+# sender's elapsed time, and the CPU time of both processes.
 want file && echo "==> file to socket: read+send vs zbuf file segments" >&2
 want file && for mb in $FILE_MB; do
   f=$FILE_DIR/file-${mb}M
@@ -119,14 +132,18 @@ want file && for mb in $FILE_MB; do
   fi
   cat "$f" >/dev/null # warm the page cache, as a repeated transfer would find it
   for run in $(seq 1 "$FILE_RUNS"); do
-    for m in readsend zfile zfile-sendfile; do
-      start_blastee -m discard -s 65536
-      res=$($snd "$bin/zbuf_blaster" -q -f "$f" -m "$m" 127.0.0.1 "$port")
-      wait "$pid"
-      secs=$(echo "$res" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
-      cpu=$(echo "$res" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
-      echo "file,$mb,0,$m,$run,0,$cpu,$((mb * 1048576)),$secs" >>"$csv"
-      printf '  file %5s MB %-9s run %d: %8.1f ms\n' "$mb" "$m" "$run" "$(awk -v s="$secs" 'BEGIN{print s*1000}')" >&2
+    for rs in $FILE_RECV; do
+      for m in readsend zfile zfile-mmap; do
+        start_blastee -m discard -s "$rs"
+        res=$($snd "$bin/zbuf_blaster" -q -f "$f" -m "$m" 127.0.0.1 "$port")
+        wait "$pid"
+        secs=$(echo "$res" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+        cpu=$(echo "$res" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
+        pcpu=$(sed -n 's/.*cpu=\([0-9.]*\).*/\1/p' "$out/ee.txt")
+        echo "file,$mb,$rs,$m,$run,0,$cpu,$((mb * 1048576)),$secs,$pcpu" >>"$csv"
+        printf '  file %5s MB, reads of %7s: %-10s run %d: %8.1f ms\n' "$mb" "$rs" "$m" "$run" \
+          "$(awk -v s="$secs" 'BEGIN{print s*1000}')" >&2
+      done
     done
   done
 done

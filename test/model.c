@@ -1063,17 +1063,33 @@ static void op_insert_ref(zm_t *m)
     else if (nh >= 8 || (id = new_handle_src(m)) < 0)
         return;
     struct zm_src *s = &m->src[id];
-    size_t boff = pick(m, s->size), n = 1 + pick(m, s->size - boff), off, eff;
+    bool append = chance(m, 3);
+    size_t off = 0, eff;
+    if (append)
+        eff = b->len;
+    else
+        off = pick_ins(m, k, &eff);
+    size_t boff = pick(m, s->size);
+    /* Often continue the segment that ends at the insertion point, when it
+     * is of this buffer: insert_ref must then grow it (no new segment). */
+    size_t so = 0;
+    zbuf_seg_t *prev = eff > 0 ? zbuf_seg_find(b->z, eff - 1, &so) : NULL;
+    bool merge = false;
+    if (prev != NULL && so + 1 == zbuf_seg_length(b->z, prev) &&
+        zbuf_seg_buf(b->z, prev) == s->handle) {
+        size_t end = zbuf_seg_buf_offset(b->z, prev) + zbuf_seg_length(b->z, prev);
+        if (end < s->size && (boff == end || chance(m, 2)))
+            boff = end, merge = true;
+    }
+    size_t n = 1 + pick(m, s->size - boff), nsegs = zbuf_seg_count(b->z);
     zbuf_seg_t *seg = NULL;
     uint64_t c0 = copied_now();
     int rc;
     arm(m);
-    if (chance(m, 3)) {
-        eff = b->len;
+    if (append) {
         note(m, k, "append_ref(%s buffer %d [%zu, +%zu))", zm_kind_name[s->kind], id, boff, n);
         rc = zbuf_append_ref(b->z, s->handle, boff, n);
     } else {
-        off = pick_ins(m, k, &eff);
         note(m, k, "insert_ref(off %zu, %s buffer %d [%zu, +%zu))", eff, zm_kind_name[s->kind], id,
              boff, n);
         rc = zbuf_insert_ref(b->z, off, s->handle, boff, n, &seg);
@@ -1082,6 +1098,9 @@ static void op_insert_ref(zm_t *m)
         return;
     ZM_OK(m, rc);
     ZM_CHECK(m, copied_now() == c0, "insert_ref copied bytes");
+    if (merge)
+        ZM_CHECK(m, zbuf_seg_count(b->z) == nsegs && (seg == NULL || seg == prev),
+                 "insert_ref continuing a segment of the same buffer did not grow it");
     mz_put(m, b, eff, s->data + boff, id, boff, n);
     if (seg)
         check_new_seg(m, k, seg, eff, n, s->data + boff, false);

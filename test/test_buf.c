@@ -173,12 +173,15 @@ Test(buf, segments_each_hold_a_reference)
 
     cr_assert_eq(zbuf_buf_wrap(area, 30, zt_count_release, &rel, &b), 0);
     cr_assert_eq(zbuf_create(&z), 0);
+    /* Ranges that do not continue each other: three segments (a range that
+     * does would grow the previous segment instead). */
     cr_assert_eq(zbuf_append_ref(z, b, 0, 10), 0);
-    zt_check(z);
-    cr_assert_eq(zbuf_append_ref(z, b, 10, 10), 0);
     zt_check(z);
     cr_assert_eq(zbuf_append_ref(z, b, 20, 10), 0);
     zt_check(z);
+    cr_assert_eq(zbuf_append_ref(z, b, 10, 10), 0);
+    zt_check(z);
+    cr_assert_eq(zbuf_seg_count(z), 3);
     cr_assert_eq(zbuf_buf_refs(b), 4);
     cr_assert_eq(zbuf_cut(z, 5, 10, NULL), 0); /* two segments shrink, none goes */
     cr_assert_eq(zbuf_buf_refs(b), 4);
@@ -527,4 +530,89 @@ Test(buf, enrolled_memory_is_never_written_by_any_operation)
     cr_assert_eq(rel, 1, "z holds only private copies now");
     cr_assert_eq(zbuf_delete(z), 0);
     cr_assert_eq(rel, 1);
+}
+
+/* ------------------------------------------------ two user words, validity */
+
+struct two_words {
+    int calls;
+    void *data, *arg2;
+    size_t size;
+};
+
+static void release_two(void *data, size_t size, void *arg, void *arg2)
+{
+    struct two_words *t = arg;
+    t->calls++;
+    t->data = data;
+    t->size = size;
+    t->arg2 = arg2;
+}
+
+Test(buf, wrap2_passes_both_words_to_its_callback_once)
+{
+    static uint8_t area[40];
+    struct two_words t = {0};
+    zbuf_buf_t *b;
+    zbuf_t *z;
+
+    cr_assert_eq(zbuf_buf_wrap2(area, sizeof area, release_two, &t, (void *)&area[3], &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 40), 0);
+    zbuf_buf_unref(b);
+    cr_assert_eq(t.calls, 0);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(t.calls, 1);
+    cr_assert_eq(t.data, area);
+    cr_assert_eq(t.size, sizeof area);
+    cr_assert_eq(t.arg2, &area[3]);
+}
+
+Test(buf, insert_buf2_enrols_with_two_words_and_a_failure_enrols_nothing)
+{
+    static uint8_t area[16];
+    struct two_words t = {0};
+    zbuf_t *z;
+    zbuf_seg_t *s = NULL;
+
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_insert_buf2(z, 0, area, 16, release_two, &t, (void *)7, &s), 0);
+    cr_assert_eq(zbuf_seg_data(z, s), area);
+    cr_assert_eq(zbuf_insert_buf2(z, 17, area, 16, release_two, &t, NULL, NULL), -ERANGE);
+    cr_assert_eq(zbuf_insert_buf2(z, 0, NULL, 16, release_two, &t, NULL, NULL), -EINVAL);
+    cr_assert_eq(zbuf_insert_buf2(z, 0, area, 0, release_two, &t, NULL, NULL), -EINVAL);
+    cr_assert_eq(zbuf_insert_buf2(NULL, 0, area, 16, release_two, &t, NULL, NULL), -EINVAL);
+    cr_assert_eq(zbuf_length(z), 16);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(t.calls, 1, "only the enrolled buffer is released");
+    cr_assert_eq(t.arg2, (void *)7);
+    cr_assert_eq(zbuf_buf_wrap2(NULL, 4, release_two, &t, NULL, &(zbuf_buf_t *){NULL}), -EINVAL);
+    cr_assert_eq(zbuf_buf_wrap2(area, 0, release_two, &t, NULL, &(zbuf_buf_t *){NULL}), -EINVAL);
+    cr_assert_eq(zbuf_buf_wrap2(area, 4, release_two, &t, NULL, NULL), -EINVAL);
+    cr_assert_eq(t.calls, 1);
+}
+
+Test(buf, valid_checks_handles_in_constant_time)
+{
+    zbuf_t *a, *b;
+    cr_assert_eq(zbuf_create(&a), 0);
+    cr_assert_eq(zbuf_create(&b), 0);
+    cr_assert_eq(zbuf_append_copy(a, "abcd", 4), 0);
+    cr_assert_eq(zbuf_append_copy(b, "efgh", 4), 0);
+    zbuf_seg_t *sa = zbuf_seg_first(a), *sb = zbuf_seg_first(b);
+    cr_assert(zbuf_valid(a) && zbuf_valid(b));
+    cr_assert(!zbuf_valid(NULL));
+    cr_assert(zbuf_seg_valid(a, sa) && zbuf_seg_valid(b, sb));
+    cr_assert(!zbuf_seg_valid(a, sb), "a segment of another zbuf");
+    cr_assert(!zbuf_seg_valid(a, NULL) && !zbuf_seg_valid(NULL, sa));
+    /* A segment moved to another zbuf belongs to it now. */
+    cr_assert_eq(zbuf_insert(a, ZBUF_OFF_END, b, NULL), 0);
+    cr_assert(zbuf_seg_valid(a, sb));
+    /* Removed segments and deleted zbufs read invalid while their memory is
+     * not reused (nothing is allocated in between here). */
+    cr_assert_eq(zbuf_cut(a, 0, 4, NULL), 0);
+    cr_assert(!zbuf_seg_valid(a, sa));
+    cr_assert_eq(zbuf_delete(a), 0);
+    cr_assert(!zbuf_valid(a));
+    cr_assert(!zbuf_seg_valid(a, sb));
 }

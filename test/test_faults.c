@@ -374,6 +374,29 @@ Test(faults, insert_buf_inside_a_segment_fails_cleanly)
     EXPECT_ALLOCATES(c);
 }
 
+/* The two-word callback: counts like zt_count_release(), checks its second word. */
+static void count_release2(void *data, size_t size, void *arg, void *arg2)
+{
+    zt_count_release(data, size, arg);
+    if (arg2 != (void *)0x2222)
+        ++*(int *)arg; /* a wrong second word counts twice: the test sees it */
+}
+
+static int call_insert_buf2_mid(struct fx *f)
+{
+    int rc = zbuf_insert_buf2(f->z[0], 4, f->data, 8, count_release2, &f->cb_new, (void *)0x2222,
+                              NULL);
+    f->enrolled = rc == 0;
+    return rc;
+}
+
+Test(faults, insert_buf2_inside_a_segment_fails_cleanly)
+{
+    struct fault_case c = {"zbuf_insert_buf2(middle)", NULL, call_insert_buf2_mid,
+                           check_insert_buf_mid};
+    EXPECT_ALLOCATES(c);
+}
+
 static int call_insert_buf_edge(struct fx *f)
 {
     int rc = zbuf_insert_buf(f->z[0], 16, f->data, 8, zt_count_release, &f->cb_new, NULL);

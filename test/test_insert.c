@@ -317,7 +317,7 @@ Test(insert, ref_whole_buffer_and_last_byte)
     memcpy(zbuf_buf_data(b), "01234567", 8);
     cr_assert_eq(zbuf_create(&z), 0);
     cr_assert_eq(zbuf_insert_ref(z, 0, b, 0, 8, NULL), 0);
-    cr_assert_eq(zbuf_append_ref(z, b, 7, 1), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 7, 1), 0); /* does not continue [0, 8): a new segment */
     zt_expect_bytes(z, (const uint8_t *)"012345677", 9);
     cr_assert_eq(zbuf_seg_count(z), 2);
     cr_assert_eq(zbuf_buf_refs(b), 3);
@@ -361,6 +361,88 @@ Test(insert, ref_of_an_enrolled_buffer_shares_it_until_every_reference_goes)
     cr_assert_eq(rel, 0);
     cr_assert_eq(zbuf_delete(c), 0);
     cr_assert_eq(rel, 1);
+}
+
+Test(insert, ref_continuing_the_previous_segment_grows_it)
+{
+    zbuf_buf_t *b;
+    zbuf_t *z;
+    zbuf_seg_t *s1 = NULL, *s2 = NULL;
+    zbuf_stats_t st;
+
+    cr_assert_eq(zbuf_buf_alloc(64, &b), 0);
+    for (size_t i = 0; i < 64; i++)
+        ((uint8_t *)zbuf_buf_data(b))[i] = ZT_PAT(i);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_insert_ref(z, 0, b, 4, 10, &s1), 0);
+    st = zt_stats();
+    /* Appending bytes 14..29 of the same buffer continues the segment. */
+    cr_assert_eq(zbuf_insert_ref(z, ZBUF_OFF_END, b, 14, 16, &s2), 0);
+    zt_check(z);
+    cr_assert_eq(s2, s1, "the grown segment is returned");
+    cr_assert_eq(zbuf_seg_count(z), 1);
+    cr_assert_eq(zbuf_seg_length(z, s1), 26);
+    cr_assert_eq(zbuf_buf_refs(b), 2, "no new reference: the segment already holds one");
+    cr_assert_eq(zt_stats().live_segs, st.live_segs);
+    cr_assert_eq(zt_stats().allocs, st.allocs);
+    cr_assert_eq(zt_stats().bytes_copied, st.bytes_copied);
+    zt_expect_pat(z, 4, 26);
+    /* And with append_ref, again. */
+    cr_assert_eq(zbuf_append_ref(z, b, 30, 2), 0);
+    cr_assert_eq(zbuf_seg_count(z), 1);
+    zt_expect_pat(z, 4, 28);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(zt_stats().live_bufs, st.live_bufs - 1);
+}
+
+Test(insert, ref_continuing_a_segment_in_the_middle_grows_it)
+{
+    zbuf_buf_t *b;
+    zbuf_t *z;
+    uint8_t tail[4] = {'t', 'a', 'i', 'l'};
+    zbuf_seg_t *s1 = NULL, *s2 = NULL;
+
+    cr_assert_eq(zbuf_buf_alloc(32, &b), 0);
+    for (size_t i = 0; i < 32; i++)
+        ((uint8_t *)zbuf_buf_data(b))[i] = ZT_PAT(i);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_insert_ref(z, 0, b, 0, 8, &s1), 0);
+    cr_assert_eq(zbuf_append_copy(z, tail, 4), 0);
+    /* At offset 8: the end of the first segment, whose bytes end at 8. */
+    cr_assert_eq(zbuf_insert_ref(z, 8, b, 8, 8, &s2), 0);
+    zt_check(z);
+    cr_assert_eq(s2, s1);
+    cr_assert_eq(zbuf_seg_count(z), 2);
+    uint8_t got[20];
+    cr_assert_eq(zbuf_copyout(z, 0, got, 20), 20);
+    for (size_t i = 0; i < 16; i++)
+        cr_assert_eq(got[i], ZT_PAT(i), "byte %zu", i);
+    cr_assert_eq(memcmp(got + 16, tail, 4), 0);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_delete(z), 0);
+}
+
+Test(insert, ref_not_continuing_makes_a_new_segment)
+{
+    zbuf_buf_t *b, *c;
+    zbuf_t *z;
+
+    cr_assert_eq(zbuf_buf_alloc(32, &b), 0);
+    cr_assert_eq(zbuf_buf_alloc(32, &c), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 8), 0);
+    cr_assert_eq(zbuf_append_ref(z, b, 9, 4), 0);  /* a gap of one byte */
+    cr_assert_eq(zbuf_append_ref(z, c, 13, 4), 0); /* another buffer */
+    cr_assert_eq(zbuf_append_ref(z, b, 0, 4), 0);  /* goes backwards */
+    cr_assert_eq(zbuf_insert_ref(z, 0, b, 8, 1, NULL), 0); /* the next segment, not the previous */
+    cr_assert_eq(zbuf_insert_ref(z, 3, b, 3, 1, NULL), 0); /* inside a segment: split, no merge */
+    zt_check(z);
+    cr_assert_eq(zbuf_seg_count(z), 7);
+    zbuf_buf_unref(b);
+    zbuf_buf_unref(c);
+    cr_assert_eq(zbuf_delete(z), 0);
 }
 
 static void ref_rejected(size_t off, zbuf_buf_t *b, size_t boff, size_t len, int want)

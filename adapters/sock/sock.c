@@ -67,12 +67,6 @@ int64_t zbuf__sock_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whether z is a live zbuf, in O(1) (zbuf_check() walks the segments). */
-static bool zbuf_ok(const zbuf_t *z)
-{
-    return z != NULL && zbuf_iovec(z, 0, 0, NULL, 0, NULL) == 0;
-}
-
 /* ------------------------------------------------------------------ events */
 
 static void emit(struct zbuf_sock *s, zbuf_sock_event_type_t type, uint64_t seq, size_t bytes,
@@ -519,43 +513,17 @@ static ssize_t send_file_seg(struct zbuf_sock *s, int fd, zbuf_t *z, zbuf_seg_t 
     return n;
 }
 
-/*
- * Whether the peer is on this host, so that the kernel copies every byte on
- * delivery anyway (loopback, or a connection to one of our own addresses).
- */
-static bool peer_is_local(int fd)
-{
-    struct sockaddr_storage peer, self;
-    socklen_t pl = sizeof peer, sl = sizeof self;
-    if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
-        getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
-        return false;
-    if (peer.ss_family == AF_UNIX)
-        return true;
-    if (peer.ss_family == AF_INET) {
-        const struct sockaddr_in *p = (const struct sockaddr_in *)&peer;
-        const struct sockaddr_in *q = (const struct sockaddr_in *)&self;
-        return (ntohl(p->sin_addr.s_addr) >> 24) == 127 ||
-               p->sin_addr.s_addr == q->sin_addr.s_addr;
-    }
-    if (peer.ss_family == AF_INET6) {
-        const struct in6_addr *p = &((const struct sockaddr_in6 *)&peer)->sin6_addr;
-        const struct in6_addr *q = &((const struct sockaddr_in6 *)&self)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(p) || memcmp(p, q, sizeof *p) == 0)
-            return true;
-        return IN6_IS_ADDR_V4MAPPED(p) && p->s6_addr[12] == 127;
-    }
-    return false;
-}
-
 /* Bytes of a file segment mapped and sent per system call. */
 #define ZS_MAP_WINDOW (8u << 20)
 
 /*
  * Send (part of) the file segment at the front of z by mapping the file and
  * writing from the mapping: one copy, done by the kernel, and no read().
- * Used where sendfile() gains nothing because the kernel copies on delivery
- * anyway (a local peer), and measured faster there than the splice path.
+ * Only on request (ZBUF_SOCK_FILE_MMAP): sendfile() costs less CPU on both
+ * ends at every receive size measured, even to a local peer, where the
+ * kernel copies on delivery anyway (docs/benchmarks.md, "File to socket").
+ * The window is mapped with MAP_POPULATE: page tables filled in one go
+ * instead of a fault per page when sendmsg() reads it.
  */
 static ssize_t send_file_mapped(struct zbuf_sock *s, int fd, zbuf_t *z, zbuf_seg_t *seg, int ffd,
                                 off_t foff, int flags)
@@ -574,7 +542,7 @@ static ssize_t send_file_mapped(struct zbuf_sock *s, int fd, zbuf_t *z, zbuf_seg
     off_t page = (off_t)sysconf(_SC_PAGESIZE);
     off_t base = start - start % page;
     size_t lead = (size_t)(start - base);
-    void *map = mmap(NULL, lead + len, PROT_READ, MAP_SHARED, ffd, base);
+    void *map = mmap(NULL, lead + len, PROT_READ, MAP_SHARED | MAP_POPULATE, ffd, base);
     if (map == MAP_FAILED)
         return send_file_seg(s, fd, z, seg, ffd, foff); /* not mappable: sendfile */
     struct iovec iov = { .iov_base = (char *)map + lead, .iov_len = len };
@@ -600,8 +568,8 @@ static ssize_t send_file_mapped(struct zbuf_sock *s, int fd, zbuf_t *z, zbuf_seg
 
 static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
 {
-    int file_map = -1; /* how to send file segments: decided at the first one */
-    if (!zbuf_ok(z) || fd < 0)
+    bool file_map = s != NULL && (s->opts.flags & ZBUF_SOCK_FILE_MMAP) != 0;
+    if (!zbuf_valid(z) || fd < 0)
         return -EINVAL;
     struct iovec iov[ZS_IOV_MAX];
     size_t total = 0;
@@ -612,11 +580,6 @@ static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
         off_t foff;
         ssize_t n;
         if (zbuf_buf_file(zbuf_seg_buf(z, first), &ffd, &foff)) {
-            if (file_map < 0) {
-                unsigned f = s ? s->opts.flags : 0;
-                file_map = (f & ZBUF_SOCK_FILE_MMAP) ||
-                           (!(f & ZBUF_SOCK_FILE_SENDFILE) && peer_is_local(fd));
-            }
             n = file_map ? send_file_mapped(s, fd, z, first, ffd, foff, flags)
                          : send_file_seg(s, fd, z, first, ffd, foff);
         } else {
@@ -658,7 +621,7 @@ static int dgram_batch(struct zbuf_sock *s, int fd, zbuf_sock_msg_t *msgs, unsig
         /* Gather consecutive datagrams that fit and share one zero-copy choice. */
         while (done + k < n && k < ZS_BATCH) {
             zbuf_sock_msg_t *m = &msgs[done + k];
-            if (!zbuf_ok(m->z))
+            if (!zbuf_valid(m->z))
                 return done > 0 ? (int)done : -EINVAL;
             size_t len = zbuf_length(m->z), bytes = 0;
             int cnt = 0;
@@ -782,7 +745,7 @@ static int dgram_batch(struct zbuf_sock *s, int fd, zbuf_sock_msg_t *msgs, unsig
 static ssize_t dgram_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags,
                           const struct sockaddr *to, socklen_t tolen)
 {
-    if (!zbuf_ok(z) || fd < 0 || (to == NULL && tolen != 0) ||
+    if (!zbuf_valid(z) || fd < 0 || (to == NULL && tolen != 0) ||
         tolen > sizeof(struct sockaddr_storage))
         return -EINVAL;
     zbuf_sock_msg_t m = { .z = z, .addrlen = to ? tolen : 0 };
@@ -923,7 +886,7 @@ static int append_filled(zbuf_t *z, zbuf_buf_t **bufs, const struct iovec *iov, 
 
 ssize_t zbuf_sock_recv(int fd, zbuf_pool_t *pool, size_t max, int flags, zbuf_t *z)
 {
-    if (fd < 0 || max == 0 || !zbuf_ok(z))
+    if (fd < 0 || max == 0 || !zbuf_valid(z))
         return -EINVAL;
     zbuf_buf_t *bufs[ZS_RECV_BUFS];
     struct iovec iov[ZS_RECV_BUFS];

@@ -258,7 +258,7 @@ static int send_and_consume(int s, ZBUF_ID zbufId, int flags, bool dgram, struct
                             int tolen, bool *kept)
 {
     *kept = true;
-    if (zbufId == NULL || zbuf_iovec(zbufId, 0, 0, NULL, 0, NULL) != 0 ||
+    if (!zbuf_valid(zbufId) ||
         (to == NULL && tolen > 0) || tolen < 0) {
         errno = EINVAL;
         return ERROR;

@@ -112,13 +112,6 @@ ZBUF_UV__HIDDEN int zbuf_uv__write_mem(const struct zbuf_uv_loop_ *l, zbuf_uv_st
 #define ZBUF_UV__ST_CLOSING (1u << 4) /* zbuf_uv_close() was called */
 #define ZBUF_UV__ST_FULL (1u << 5)    /* the write queue passed the high-water mark */
 
-/* Whether z is a live zbuf handle, in O(1) (zbuf_check() would walk it). */
-static inline bool zbuf_uv__live(const zbuf_t *z)
-{
-    size_t abs;
-    return zbuf_locate(z, NULL, ZBUF_REL_BEGIN, &abs) == 0;
-}
-
 /* Whether the zbuf holds a file segment (O(segments)). */
 ZBUF_UV__HIDDEN bool zbuf_uv__has_file(const zbuf_t *z);
 

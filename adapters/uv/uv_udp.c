@@ -72,7 +72,7 @@ static int describe(zbuf_t *z, uv_buf_t *stack, size_t nstack, uv_buf_t **bufs)
 int zbuf_uv_udp_send(uv_udp_t *udp, zbuf_t *z, const struct sockaddr *addr,
                      zbuf_uv_udp_send_cb cb, void *arg)
 {
-    if (udp == NULL || !zbuf_uv__live(z))
+    if (udp == NULL || !zbuf_valid(z))
         return -EINVAL;
     uv_buf_t stack[16], *bufs;
     struct sreq *s = malloc(sizeof(*s));
@@ -94,7 +94,7 @@ int zbuf_uv_udp_send(uv_udp_t *udp, zbuf_t *z, const struct sockaddr *addr,
 
 ssize_t zbuf_uv_udp_try_send(uv_udp_t *udp, zbuf_t *z, const struct sockaddr *addr)
 {
-    if (udp == NULL || !zbuf_uv__live(z))
+    if (udp == NULL || !zbuf_valid(z))
         return -EINVAL;
     uv_buf_t stack[16], *bufs;
     int n = describe(z, stack, 16, &bufs);

@@ -328,7 +328,7 @@ static int step_first(struct wreq *w)
 static inline __attribute__((always_inline)) int
 write_zbuf(uv_stream_t *stream, zbuf_uv_stream_t *zs, zbuf_t *z, zbuf_uv_write_cb cb, void *arg)
 {
-    if (stream == NULL || !zbuf_uv__live(z))
+    if (stream == NULL || !zbuf_valid(z))
         return -EINVAL;
     bool stepped = zbuf_uv__has_file(z);
     size_t nsegs = zbuf_seg_count(z);
@@ -442,7 +442,7 @@ int zbuf_uv__write_mem(const struct zbuf_uv_loop_ *l, zbuf_uv_stats_t *st)
 
 ssize_t zbuf_uv_try_write(uv_stream_t *stream, zbuf_t *z)
 {
-    if (stream == NULL || !zbuf_uv__live(z) || zbuf_length(z) == 0)
+    if (stream == NULL || !zbuf_valid(z) || zbuf_length(z) == 0)
         return -EINVAL;
     uv_buf_t stack[STACK_BUFS];
     uv_buf_t *bufs = stack;

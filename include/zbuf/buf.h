@@ -24,9 +24,16 @@
  * (the caller may still write into it, and every zbuf sharing it sees the
  * change).
  *
- * **Threads.** Reference counts are atomic, so segments of one buffer may live
- * in zbufs used by different threads; a buffer with a single reference is
- * handled without atomic read-modify-write operations.
+ * **Threads.** Segments of one buffer may live in zbufs used by different
+ * threads.  Counting is *biased*: a buffer belongs to the thread that made
+ * it (or took it from a pool), and while its references are taken and
+ * dropped on that thread they cost plain loads and stores, no atomic
+ * read-modify-write.  The first time a thread other than the owner takes or
+ * drops a reference while the owner may still hold some, the count moves,
+ * once and for good, to an atomic counter (which costs that thread one
+ * `membarrier()` system call, a microsecond or two); a buffer whose only
+ * reference moved to another thread simply changes owner.  None of this
+ * changes the release rule above.  See docs/concepts.md.
  */
 #ifndef ZBUF_BUF_H
 #define ZBUF_BUF_H
@@ -52,6 +59,15 @@ typedef struct zbuf_buf zbuf_buf_t;
  * thread that drops it.  See the file comment for what it may do.
  */
 typedef void (*zbuf_release_cb)(void *data, size_t size, void *arg);
+
+/**
+ * @brief Release callback with two user words (see zbuf_buf_wrap2()).
+ *
+ * Runs exactly like a #zbuf_release_cb; @p arg and @p arg2 are the two words
+ * given at enrolment.  It saves a caller that needs two words (a function
+ * and its argument, a pool and an index ...) an allocation per buffer.
+ */
+typedef void (*zbuf_release2_cb)(void *data, size_t size, void *arg, void *arg2);
 
 /**
  * @brief Allocate a library-owned buffer of @p size bytes.
@@ -81,6 +97,17 @@ ZBUF_EXPORT int zbuf_buf_alloc(size_t size, zbuf_buf_t **out);
  */
 ZBUF_EXPORT int zbuf_buf_wrap(void *data, size_t size, zbuf_release_cb cb, void *arg,
                               zbuf_buf_t **out);
+
+/**
+ * @brief zbuf_buf_wrap() with a callback that receives two user words.
+ *
+ * @param cb    called once with (@p data, @p size, @p arg, @p arg2) when the
+ *              last reference goes; NULL means nobody is told.
+ * @return 0; `-EINVAL`; `-ENOMEM` (then @p cb is not called and the caller
+ *         still owns @p data).
+ */
+ZBUF_EXPORT int zbuf_buf_wrap2(void *data, size_t size, zbuf_release2_cb cb, void *arg, void *arg2,
+                               zbuf_buf_t **out);
 
 /**
  * @brief Enrol a byte range of an open file as a buffer.
@@ -126,7 +153,8 @@ ZBUF_EXPORT size_t zbuf_buf_size(const zbuf_buf_t *b);
 /**
  * @brief Current number of references (segments plus handles).
  *
- * A snapshot: other threads may change it at any time.
+ * A snapshot: other threads may change it at any time.  Reading it never
+ * changes how the buffer is counted.
  */
 ZBUF_EXPORT unsigned zbuf_buf_refs(const zbuf_buf_t *b);
 

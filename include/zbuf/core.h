@@ -86,6 +86,31 @@ ZBUF_EXPORT int zbuf_create(zbuf_t **out);
  */
 ZBUF_EXPORT int zbuf_delete(zbuf_t *z);
 
+/**
+ * @brief Whether @p z is a live zbuf handle, in O(1).
+ *
+ * True from zbuf_create() (or any call returning a new zbuf) until
+ * zbuf_delete() (or a call that consumes it, such as zbuf_insert()).  A
+ * deleted handle reads false as long as its memory has not been reused for
+ * another zbuf; like free(), a deleted handle must not be relied upon.  This
+ * is the check every call makes on its zbuf arguments, offered to layers
+ * that must refuse a bad handle before they do anything else.
+ *
+ * @param z  borrowed; NULL reads false.
+ */
+ZBUF_EXPORT bool zbuf_valid(const zbuf_t *z);
+
+/**
+ * @brief Whether @p s is a segment of the live zbuf @p z, in O(1).
+ *
+ * The check behind every segment argument (-EINVAL / NULL elsewhere); a
+ * handle of a removed segment reads false while its descriptor is not
+ * reused (see #zbuf_seg_t).
+ *
+ * @param z, s  borrowed; NULL reads false.
+ */
+ZBUF_EXPORT bool zbuf_seg_valid(const zbuf_t *z, const zbuf_seg_t *s);
+
 /** @brief Bytes in @p z (cached, O(1)); 0 for NULL. */
 ZBUF_EXPORT size_t zbuf_length(const zbuf_t *z);
 
@@ -120,10 +145,27 @@ ZBUF_EXPORT int zbuf_insert_buf(zbuf_t *z, size_t off, void *data, size_t len,
                                 zbuf_release_cb cb, void *arg, zbuf_seg_t **seg);
 
 /**
+ * @brief zbuf_insert_buf() with a release callback of two user words.
+ *
+ * Identical to zbuf_insert_buf() but for the callback, which receives
+ * @p arg and @p arg2 (see zbuf_buf_wrap2()).  The VxWorks layer enrols
+ * `freeRtn` and `freeArg` this way, with no allocation of its own.
+ *
+ * @return 0; `-EINVAL`; `-ERANGE`; `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_insert_buf2(zbuf_t *z, size_t off, void *data, size_t len,
+                                 zbuf_release2_cb cb, void *arg, void *arg2, zbuf_seg_t **seg);
+
+/**
  * @brief Insert @p len bytes of buffer @p b, starting at @p boff, at @p off.
  *
- * Takes a reference to @p b: the caller keeps its own.
+ * Takes a reference to @p b: the caller keeps its own.  When @p off is the
+ * end of a segment of @p b whose bytes end at @p boff (the range continues
+ * that segment, as consecutive pieces of one receive buffer do), that
+ * segment grows instead: no new segment, no new reference, and @p *seg is
+ * that segment, whose first byte then lies before @p off.
  *
+ * @param[out] seg  if not NULL, receives the segment holding the new bytes.
  * @return 0; `-EINVAL` (NULL, zero @p len); `-ERANGE` (@p off outside @p z,
  *         or the range outside @p b); `-ENOMEM`.
  */

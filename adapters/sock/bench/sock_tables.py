@@ -16,8 +16,9 @@ out = sys.argv[2]
 
 
 def key(r):
-    """A row of a table: the message size, and the socket buffer if not 0."""
-    return r['size'] if r['sockbuf'] in ('0', '') or r['kind'] in ('gather', 'file') \
+    """A row of a table: the message size, and the socket buffer if not 0
+    (file rows: the file size and the receiver's read size)."""
+    return r['size'] if r['sockbuf'] in ('0', '') or r['kind'] == 'gather' \
         else r['size'] + ':' + r['sockbuf']
 
 
@@ -132,15 +133,31 @@ if sizes('gather'):
                  f"{ratio('gather', s, 'gather4', 'memcpy4'):.2f}x |")
 if sizes('file'):
     L.append("\n### File to socket (receiver discards): ms, medians\n")
-    L.append("| file | read + send | zbuf file segments (auto) | zbuf, forced sendfile "
-             "| speed-up auto | speed-up sendfile |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for s in sizes('file'):
-        a, b, c = (med('file', s, m, 'seconds') * 1000
-                   for m in ('readsend', 'zfile', 'zfile-sendfile'))
-        L.append(f"| {s} MB | {a:.0f} | {b:.0f} | {c:.0f} | "
-                 f"{ratio('file', s, 'zfile', 'readsend', 'seconds', invert=True):.2f}x | "
-                 f"{ratio('file', s, 'zfile-sendfile', 'readsend', 'seconds', invert=True):.2f}x |")
+    L.append("Elapsed time of the sender (median); speed-up: read+send time over the "
+             "zbuf time, median (and range) of the per-run ratios; CPU: user+system "
+             "ms of sender + receiver (median).\n")
+    L.append("| file | receiver reads | read + send | zbuf (default: sendfile) | zbuf, mapped "
+             "| speed-up default | speed-up mapped | CPU read+send | CPU default | CPU mapped |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    def both_cpu(k, m):
+        v = [float(r['cpu']) + float(r['peer_cpu'] or 'nan') for r in rows
+             if r['kind'] == 'file' and key(r) == k and r['mode'] == m]
+        return statistics.median(v) * 1000 if v else float('nan')
+
+    def span(k, m):
+        q = ratios('file', k, m, 'readsend', 'seconds', invert=True)
+        if not q:
+            return "n/a"
+        return f"{statistics.median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})"
+
+    for k in sorted(sizes('file'), key=lambda x: (int(x.split(':')[0]), int(x.split(':')[1]))):
+        mb, rs = k.split(':')
+        a, b, c = (med('file', k, m, 'seconds') * 1000 for m in ('readsend', 'zfile', 'zfile-mmap'))
+        L.append(f"| {mb} MB | {human(int(rs))} | {a:.1f} | {b:.1f} | {c:.1f} | "
+                 f"{span(k, 'zfile')} | {span(k, 'zfile-mmap')} | "
+                 f"{both_cpu(k, 'readsend'):.0f} | {both_cpu(k, 'zfile'):.0f} | "
+                 f"{both_cpu(k, 'zfile-mmap'):.0f} |")
 text = "\n".join(L) + "\n"
 open(out + "/tables.md", "w").write(text)
 print(text)

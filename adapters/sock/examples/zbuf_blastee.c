@@ -16,8 +16,10 @@
  * takes any free port; -p writes the port listened on to a file once the
  * socket listens (for scripts).  The last
  * line is machine-readable:
- *   result mode=M size=N seconds=S bytes=B MBps=X cpu=C
- * where C is the process's user+system CPU seconds.
+ *   result mode=M size=N seconds=S bytes=B MBps=X cpu=C calls=K waits=W
+ * where C is the process's user+system CPU seconds, K the receive calls
+ * that returned data and W the times the process blocked (voluntary
+ * context switches).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -32,6 +34,14 @@
 #include <time.h>
 #include <unistd.h>
 #include <zbuf/sock.h>
+
+/* Times this process blocked (voluntary context switches) so far. */
+static long waits(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_nvcsw;
+}
 
 /* User + system CPU seconds of this process so far. */
 static double cpu_s(void)
@@ -182,8 +192,9 @@ int main(int argc, char **argv)
     double t = last - t0;
     if (t <= 0)
         t = 1e-9;
-    printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f\n", mode, size,
-           t, (unsigned long long)total, (double)total / t / 1e6, cpu_s());
+    printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f calls=%u "
+           "waits=%ld\n",
+           mode, size, t, (unsigned long long)total, (double)total / t / 1e6, cpu_s(), n, waits());
     zbuf_delete(z);
     zbuf_pool_delete(pool);
     free(buf);

@@ -25,13 +25,14 @@
  * until the peer has closed, and prints the elapsed time.  Modes:
  *   readsend       read() + write() through a 64 KiB buffer (the baseline)
  *   zfile          one zbuf of file segments, zbuf_sock_send_fd(): the
- *                  adapter picks sendfile() or a mapped write per peer
+ *                  adapter's default, sendfile()
  *   zfile-sendfile the same through a handle forced to sendfile()
  *   zfile-mmap     the same through a handle forced to the mapped write
  *
  * The last line is machine-readable:
- *   result mode=M size=N seconds=S bytes=B MBps=X cpu=C
- * where C is the process's user+system CPU seconds.
+ *   result mode=M size=N seconds=S bytes=B MBps=X cpu=C waits=W
+ * where C is the process's user+system CPU seconds and W the times it
+ * blocked (voluntary context switches).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -50,6 +51,14 @@
 #include <time.h>
 #include <unistd.h>
 #include <zbuf/sock.h>
+
+/* Times this process blocked (voluntary context switches) so far. */
+static long waits(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_nvcsw;
+}
 
 /* User + system CPU seconds of this process so far. */
 static double cpu_s(void)
@@ -211,9 +220,9 @@ int main(int argc, char **argv)
     if (file != NULL) {
         uint64_t bytes;
         double t = send_file(fd, file, mode, &bytes);
-        printf("result mode=%s size=%llu seconds=%.6f bytes=%llu MBps=%.1f cpu=%.3f\n", mode,
-               (unsigned long long)bytes, t, (unsigned long long)bytes, (double)bytes / t / 1e6,
-               cpu_s());
+        printf("result mode=%s size=%llu seconds=%.6f bytes=%llu MBps=%.1f cpu=%.3f waits=%ld\n",
+               mode, (unsigned long long)bytes, t, (unsigned long long)bytes,
+               (double)bytes / t / 1e6, cpu_s(), waits());
         close(fd);
         return 0;
     }
@@ -333,8 +342,8 @@ int main(int argc, char **argv)
                    st.zerocopy_on ? "on" : "off");
         zbuf_sock_close(h, 5000);
     }
-    printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f\n", mode, size,
-           t, (unsigned long long)total, (double)total / t / 1e6, cpu_s());
+    printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f waits=%ld\n",
+           mode, size, t, (unsigned long long)total, (double)total / t / 1e6, cpu_s(), waits());
     zbuf_delete(master);
     close(fd);
     if (mfd >= 0)
