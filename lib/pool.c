@@ -298,3 +298,13 @@ size_t zbuf_pool_capacity(const zbuf_pool_t *p)
 {
     return p ? p->count : 0;
 }
+
+int zbuf_pool_memory(const zbuf_pool_t *p, void **base, size_t *size)
+{
+    if (p == NULL || base == NULL || size == NULL)
+        return -EINVAL;
+    /* Buffer i's data is at hdrs[0].base + i * stride (zbuf_pool_create). */
+    *base = p->hdrs[0].base;
+    *size = p->count * p->stride;
+    return 0;
+}
