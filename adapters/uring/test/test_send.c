@@ -431,20 +431,20 @@ UT_BOTH(send, short_sends_are_completed_in_order)
     zbuf_uring_t *u = ut_engine(be);
     int a, b;
     st_tcp_pair(&a, &b);
-    st_bufsizes(a, 4096, 0);
-    st_bufsizes(b, 0, 4096);
+    st_bufsizes(a, 16384, 0);
+    st_bufsizes(b, 0, 32768);
     zbuf_uring_sock_t *s = open_sock(u, a, ZBUF_URING_SOCK_NO_WAITALL);
     struct st_reader r = { .limit = 0 };
-    st_reader_start(&r, b, 3000, 200);
+    st_reader_start(&r, b, 3000, 0);
     atomic_int released = 0;
     struct ut_sent sent = { 0 };
     struct counts c = { .sent = &sent, .released = &released };
     uint64_t off = 0;
     for (int i = 0; i < 8; i++) {
-        zbuf_t *z = st_pattern_zbuf(100000, off, 1500, &released);
-        c.bufs += (100000 + 1499) / 1500;
+        zbuf_t *z = st_pattern_zbuf(150000, off, 1500, &released);
+        c.bufs += 100;
         cr_assert_eq(zbuf_uring_send(s, z, 0, ut_sent_cb, &sent), 0);
-        off += 100000;
+        off += 150000;
         c.want++;
     }
     ut_run_until(u, all_done, &c, 60000, "every send");
