@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,25 @@ int zbuf_uring_wake(zbuf_uring_t *u)
         while (w < 0 && errno == EINTR);
     }
     return 0;
+}
+
+int zbuf_uring_timeout(const zbuf_uring_t *u)
+{
+    if (u == NULL)
+        return -1;
+    if (u->due != NULL || u->dirty != NULL || atomic_load(&u->refill) || u->prepared > 0)
+        return 0;
+    int64_t now = 0, next = -1;
+    for (const struct zbuf_uring_sock *s = u->closing; s != NULL; s = s->next_closing) {
+        if (s->deadline == 0)
+            continue;
+        if (now == 0)
+            now = zbuf__uring_now_ms();
+        int64_t left = s->deadline > now ? s->deadline - now : 0;
+        if (next < 0 || left < next)
+            next = left;
+    }
+    return next > INT32_MAX ? INT32_MAX : (int)next;
 }
 
 void zbuf_uring_get_stats(const zbuf_uring_t *u, zbuf_uring_stats_t *st)
@@ -955,6 +975,10 @@ int zbuf_uring_sock_close(zbuf_uring_sock_t *s, int timeout_ms, zbuf_uring_close
     s->close_arg = arg;
     s->close_timeout = timeout_ms;
     s->deadline = timeout_ms >= 0 ? zbuf__uring_now_ms() + timeout_ms : 0;
+    s->next_closing = s->u->closing;
+    if (s->u->closing != NULL)
+        s->u->closing->prev_closing = s;
+    s->u->closing = s;
     stash_free(s);
     for (unsigned i = 0; i < s->naccepted; i++)
         if (s->accepted[i] >= 0)
@@ -981,10 +1005,28 @@ int zbuf_uring_sock_close(zbuf_uring_sock_t *s, int timeout_ms, zbuf_uring_close
     return 0;
 }
 
+/* Take s off a singly linked list of sockets (next at offset `link`). */
+static void unlink_from(struct zbuf_uring_sock **head, struct zbuf_uring_sock *s, size_t link)
+{
+    for (struct zbuf_uring_sock **pp = head; *pp != NULL;
+         pp = (struct zbuf_uring_sock **)((char *)*pp + link)) {
+        if (*pp == s) {
+            *pp = *(struct zbuf_uring_sock **)((char *)s + link);
+            return;
+        }
+    }
+}
+
 /* Unlink and free a socket whose close is complete. */
 static void sock_finish(struct zbuf_uring_sock *s)
 {
     zbuf_uring_t *u = s->u;
+    /* A callback of its own may have put it on a list again. */
+    if (s->state & ZS_DUE)
+        unlink_from(&u->due, s, offsetof(struct zbuf_uring_sock, next_due));
+    if (s->state & ZS_DIRTY)
+        unlink_from(&u->dirty, s, offsetof(struct zbuf_uring_sock, next_dirty));
+    unwait(s);
     u->be->sock_free(s);
     if (!(s->opts.flags & ZBUF_URING_SOCK_KEEP_FD))
         close(s->fd);
@@ -994,6 +1036,12 @@ static void sock_finish(struct zbuf_uring_sock *s)
     void *arg = s->close_arg;
     if (cb != NULL)
         cb(s, arg);
+    if (s->prev_closing != NULL)
+        s->prev_closing->next_closing = s->next_closing;
+    else
+        u->closing = s->next_closing;
+    if (s->next_closing != NULL)
+        s->next_closing->prev_closing = s->prev_closing;
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -1017,8 +1065,8 @@ void zbuf__uring_kop_done(struct zbuf_uring_sock *s)
 static int64_t close_deadlines(zbuf_uring_t *u)
 {
     int64_t now = 0, next = -1;
-    for (struct zbuf_uring_sock *s = u->socks; s != NULL; s = s->next) {
-        if (!(s->state & ZS_CLOSING) || s->deadline == 0)
+    for (struct zbuf_uring_sock *s = u->closing; s != NULL; s = s->next_closing) {
+        if (s->deadline == 0)
             continue;
         if (now == 0)
             now = zbuf__uring_now_ms();
@@ -1112,15 +1160,13 @@ static bool run_due(struct zbuf_uring_sock *s)
 
 void zbuf__uring_deferred(zbuf_uring_t *u)
 {
+    /* One at a time from the head: a callback may put sockets (this one
+     * too) on the list again, and a socket may be freed here. */
     while (u->due != NULL) {
-        struct zbuf_uring_sock *list = u->due;
-        u->due = NULL;
-        while (list != NULL) {
-            struct zbuf_uring_sock *s = list;
-            list = s->next_due;
-            s->state &= ~ZS_DUE;
-            run_due(s);
-        }
+        struct zbuf_uring_sock *s = u->due;
+        u->due = s->next_due;
+        s->state &= ~ZS_DUE;
+        run_due(s);
     }
 }
 

@@ -228,6 +228,7 @@ struct zbuf_uring_sock {
     struct zbuf_uring_sock *prev, *next;  /* all sockets */
     struct zbuf_uring_sock *next_dirty;
     struct zbuf_uring_sock *next_due;
+    struct zbuf_uring_sock *prev_closing, *next_closing; /* the engine's closing list */
 
     /* epoll machinery. */
     zbuf_sock_t *h;                /* zbuf-sock handle (sends, zero copy) */
@@ -302,6 +303,7 @@ struct zbuf_uring {
     size_t nsocks;
     struct zbuf_uring_sock *dirty; /* sockets with sends to push */
     struct zbuf_uring_sock *due;   /* sockets with callbacks or a close due */
+    struct zbuf_uring_sock *closing; /* sockets being closed (their deadlines) */
     zbuf_uring_bufring_t *rings;
     uint16_t next_bgid;
     struct zu_op *detached;        /* zero-copy requests of freed sockets, awaiting

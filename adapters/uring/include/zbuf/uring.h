@@ -30,9 +30,9 @@
  * Run it either way:
  * - on its own: `while (work) zbuf_uring_run(u, -1);`
  * - inside another event loop: poll zbuf_uring_fd() for readability, call
- *   `zbuf_uring_run(u, 0)` when it is readable, and zbuf_uring_submit()
- *   before the loop blocks (libuv: zbuf_uring_uv_attach() in
- *   `<zbuf/uring_uv.h>` does both).
+ *   `zbuf_uring_run(u, 0)` when it is readable or when zbuf_uring_timeout()
+ *   says so, and zbuf_uring_submit() before the loop blocks (libuv:
+ *   zbuf_uring_uv_attach() in `<zbuf/uring_uv.h>` does all three).
  *
  * ### Fallback: the epoll path
  *
@@ -356,6 +356,16 @@ ZBUF_URING_EXPORT int zbuf_uring_submit(zbuf_uring_t *u);
  * @return the descriptor; a negative errno (`-EMFILE` ...).
  */
 ZBUF_URING_EXPORT int zbuf_uring_fd(zbuf_uring_t *u);
+
+/**
+ * @brief How soon zbuf_uring_run() must be called even if zbuf_uring_fd()
+ *        stays quiet (for another event loop's timer).
+ *
+ * @return 0 when work is due now (callbacks queued, sends to push, buffers
+ *         to put back in a ring); the milliseconds to the nearest close
+ *         deadline; -1 when nothing is pending.
+ */
+ZBUF_URING_EXPORT int zbuf_uring_timeout(const zbuf_uring_t *u);
 
 /**
  * @brief Make a zbuf_uring_run() waiting on another thread return (or make
