@@ -313,10 +313,9 @@ static ssize_t call(struct vxu_req *r)
     else
         vxu.head = r;
     vxu.tail = r;
-    zbuf_uring_t *u = vxu.u;
-    pthread_mutex_unlock(&vxu.lock);
-    zbuf_uring_wake(u);
-    pthread_mutex_lock(&vxu.lock);
+    /* Under the lock: the engine thread cannot have finished its engine
+     * (it looks at the queue under the lock before it does). */
+    zbuf_uring_wake(vxu.u);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += VXU_STALL_MS / 1000;
@@ -498,9 +497,8 @@ int zbuf_uring_vx_shutdown(int timeout_ms)
     }
     vxu.stopping = true;
     vxu.stop_timeout = timeout_ms;
-    zbuf_uring_t *u = vxu.u;
+    zbuf_uring_wake(vxu.u); /* under the lock, as in call() */
     pthread_mutex_unlock(&vxu.lock);
-    zbuf_uring_wake(u);
     pthread_join(vxu.thread, NULL);
     zbuf_sock_vx_set_engine(NULL); /* waits for routines still inside vxu_send/vxu_recv */
     pthread_mutex_lock(&vxu.lock);
