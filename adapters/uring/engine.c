@@ -413,23 +413,47 @@ void zbuf__uring_fail_all(struct zbuf_uring_sock *s, int status)
 
 /* ------------------------------------------------------------ zero copy */
 
-bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes)
+/*
+ * The adaptive choice.  Until a notification has said that the kernel
+ * really left the pages in place (`zc_proven`), only one zero-copy request
+ * is in flight at a time and the others go plain: on a path that copies
+ * anyway (loopback) the first notification turns zero copy off after one
+ * request instead of after every request sent before it came back.
+ */
+bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes, size_t nseg)
 {
     if (!(s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) || !s->zc_capable ||
-        bytes < s->opts.zc_min)
+        bytes < s->opts.zc_min || nseg == 0 || bytes / nseg < ZU_ZC_MIN_SEG)
         return false;
     if (!s->zc_on && s->opts.reprobe_after != 0 && ++s->since_off >= s->opts.reprobe_after) {
         s->zc_on = true;
+        s->zc_proven = false;
         s->copied_run = 0;
     }
-    return s->zc_on;
+    if (!s->zc_on)
+        return false;
+    if (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY_ALWAYS)
+        return true;
+    if (!s->zc_proven) {
+        if (s->zc_probing)
+            return false;
+        s->zc_probing = true;
+    }
+    return true;
+}
+
+void zbuf__uring_zc_unmade(struct zbuf_uring_sock *s)
+{
+    s->zc_probing = false;
 }
 
 void zbuf__uring_zc_notified(struct zbuf_uring_sock *s, bool copied)
 {
     s->st.zc_notifs++;
+    s->zc_probing = false;
     if (!copied) {
         s->copied_run = 0;
+        s->zc_proven = true;
         return;
     }
     s->st.zc_copied++;
@@ -437,6 +461,7 @@ void zbuf__uring_zc_notified(struct zbuf_uring_sock *s, bool copied)
     if (s->zc_on && !(s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY_ALWAYS) &&
         s->copied_run >= s->opts.copied_limit) {
         s->zc_on = false;
+        s->zc_proven = false;
         s->since_off = 0;
         s->st.zc_turned_off++;
     }

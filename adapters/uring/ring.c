@@ -491,15 +491,19 @@ static void flush_stream(struct zbuf_uring_sock *s)
         zbuf__uring_dirty(s);
         return;
     }
-    bool zc = !s->plain_once && zbuf__uring_zc_want(s, bytes);
+    bool zc = !s->plain_once && zbuf__uring_zc_want(s, bytes, n);
     s->plain_once = false;
-    if (zc && (op->held = hold_front(s, bytes)) == NULL)
+    if (zc && (op->held = hold_front(s, bytes)) == NULL) {
         zc = false; /* no memory for our references: this one goes plain */
+        zbuf__uring_zc_unmade(s);
+    }
     s->mh = (struct msghdr){ .msg_iov = s->iov, .msg_iovlen = n };
     int f = flags | MSG_NOSIGNAL;
     if (!(s->opts.flags & ZBUF_URING_SOCK_NO_WAITALL))
         f |= MSG_WAITALL;
     if (!prep_send(s, op, &s->mh, bytes, f, zc)) {
+        if (zc)
+            zbuf__uring_zc_unmade(s);
         zbuf_delete(op->held);
         zbuf__uring_op_put(s->u, op);
         zbuf__uring_dirty(s);
@@ -548,9 +552,12 @@ static void flush_dgram(struct zbuf_uring_sock *s)
             .msg_name = m->addr, .msg_namelen = m->addrlen,
             .msg_iov = iov, .msg_iovlen = (size_t)n,
         };
-        bool zc = !op->copied && len > 0 && !s->plain_once && zbuf__uring_zc_want(s, len);
+        bool zc = !op->copied && len > 0 && !s->plain_once &&
+                  zbuf__uring_zc_want(s, len, (size_t)n);
         s->plain_once = false;
         if (!prep_send(s, op, &op->mh, len, m->flags | MSG_NOSIGNAL, zc)) {
+            if (zc)
+                zbuf__uring_zc_unmade(s);
             zbuf__uring_op_put(u, op);
             zbuf__uring_dirty(s);
             return;
@@ -673,6 +680,8 @@ static void stream_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_
         op->notif_wait = true;
         s->st.outstanding++;
     } else {
+        if (op->zc)
+            zbuf__uring_zc_unmade(s); /* no notification will come */
         op_finished(u, op);
     }
 }
@@ -717,6 +726,8 @@ static void dgram_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_c
         op->notif_wait = true;
         s->st.outstanding++;
     } else {
+        if (op->zc)
+            zbuf__uring_zc_unmade(s);
         op_finished(u, op);
     }
 }

@@ -57,6 +57,11 @@
 /* Fixed-buffer table: slots registered at setup, pools at most. */
 #define ZU_FIXED_SLOTS 64
 #define ZU_POOLS_MAX 16
+/* Zero copy only for requests whose segments average at least this: the
+ * kernel puts each segment of a zero-copy request in fragments of its own,
+ * at most 17 per packet, so smaller ones make small packets (and pin a page
+ * for a few bytes). */
+#define ZU_ZC_MIN_SEG 4096
 /* Largest registered buffer the kernel accepts (1 GiB). */
 #define ZU_FIXED_MAX_LEN (1ul << 30)
 /* Longest wait of the second close phase, at least. */
@@ -186,6 +191,9 @@ struct zbuf_uring_sock {
     /* Zero copy. */
     bool zc_capable;               /* the socket takes zero-copy requests */
     bool zc_on;                    /* requests of zc_min bytes ask for it now */
+    bool zc_proven;                /* a notification said "not copied" since zc_on */
+    bool zc_probing;               /* unproven: the one zero-copy request allowed in
+                                      flight is out */
     unsigned copied_run;
     uint64_t since_off;
 
@@ -379,8 +387,11 @@ ZBUF__URING_HIDDEN void zbuf__uring_deferred(zbuf_uring_t *u);
 /* An accepted connection: to the application, or kept while stopped. */
 ZBUF__URING_HIDDEN void zbuf__uring_accepted(struct zbuf_uring_sock *s, int fd);
 
-/* Zero-copy policy: may a request of `bytes` ask for it? */
-ZBUF__URING_HIDDEN bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes);
+/* Zero-copy policy: may a request of `bytes` ask for it?  A yes counts as
+ * the request being made (call zbuf__uring_zc_unmade() if it is not). */
+ZBUF__URING_HIDDEN bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes,
+                                            size_t nseg);
+ZBUF__URING_HIDDEN void zbuf__uring_zc_unmade(struct zbuf_uring_sock *s);
 /* A notification arrived (copied: the kernel says it copied). */
 ZBUF__URING_HIDDEN void zbuf__uring_zc_notified(struct zbuf_uring_sock *s, bool copied);
 

@@ -59,13 +59,16 @@
  * datagram socket sends one request per zbuf (one zbuf is one datagram),
  * many in flight.
  *
- * A request of at least zbuf_uring_sock_opts_t::zc_min bytes on a socket
- * opened with #ZBUF_URING_SOCK_ZEROCOPY is a zero-copy one
+ * A request of at least zbuf_uring_sock_opts_t::zc_min bytes, whose
+ * segments average 4 KiB or more, on a socket opened with
+ * #ZBUF_URING_SOCK_ZEROCOPY is a zero-copy one
  * (`IORING_OP_SENDMSG_ZC`, or `IORING_OP_SEND_ZC` / `SENDMSG_ZC` on
  * registered buffers when every byte lies in a pool registered with
  * zbuf_uring_register_pool(): the kernel then skips pinning the pages at
- * every send).  Smaller requests are plain `sendmsg` (copying them is
- * cheaper than the zero-copy bookkeeping).
+ * every send).  Other requests are plain `sendmsg`: copying small
+ * requests is cheaper than the zero-copy bookkeeping, and the kernel puts
+ * each segment of a zero-copy request in fragments of its own, at most 17
+ * per packet, so small segments would make small packets.
  *
  * ### When the bytes are released
  *
