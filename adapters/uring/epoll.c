@@ -147,7 +147,12 @@ static void send_stream(struct zbuf_uring_sock *s)
             continue;
         }
         int f = m->flags | MSG_DONTWAIT | (m->next != NULL ? MSG_MORE : 0);
-        ssize_t r = zbuf_sock_send(s->h, m->z, f);
+        /* The handle only when zero copy may be asked for: its locks and
+         * events cost what a small copying send is worth. */
+        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && len >= s->opts.zc_min;
+        ssize_t r = handle ? zbuf_sock_send(s->h, m->z, f) : zbuf_sock_send_fd(s->fd, m->z, f);
+        if (r > 0 && !handle)
+            s->st.bytes_released += (uint64_t)r; /* copied: released by the send */
         if (r > 0) {
             /* zbuf-sock cut what it sent from m->z already. */
             size_t left = zbuf_length(m->z);
@@ -189,7 +194,9 @@ static void send_dgrams(struct zbuf_uring_sock *s)
                 memcpy(&msgs[n].addr, m->addr, m->addrlen);
             n++;
         }
-        int r = zbuf_sock_sendmmsg(s->h, msgs, n, flags | MSG_DONTWAIT);
+        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) != 0;
+        int r = handle ? zbuf_sock_sendmmsg(s->h, msgs, n, flags | MSG_DONTWAIT)
+                       : zbuf_sock_sendmmsg_fd(s->fd, msgs, n, flags | MSG_DONTWAIT);
         if (r == -EMSGSIZE && s->zc_capable) {
             /* MSG_ZEROCOPY refuses a datagram spread over more pages than
              * an skb has fragments; copied, it goes.  (zbuf-sock does not
@@ -201,6 +208,8 @@ static void send_dgrams(struct zbuf_uring_sock *s)
         for (int i = 0; i < r; i++) {
             s->st.sends++;
             s->st.bytes_sent += lens[i];
+            if (!handle)
+                s->st.bytes_released += lens[i];
             s->qbytes -= lens[i];
             zbuf__uring_pop_done(s); /* its zbuf was emptied by the send */
         }

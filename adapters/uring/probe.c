@@ -87,8 +87,9 @@ static bool zc_flags_known(struct io_uring *r, int fd, bool vectored, unsigned p
 }
 
 /* Multishot receive with a buffer ring on a socket pair: one byte must
- * come back in a completion that promises more. */
-static bool try_recv_multishot(struct io_uring *r, int sv[2], bool *buf_ring)
+ * come back in a completion that promises more.  Then a bundle receive:
+ * 100 bytes over two 64-byte buffers in one completion. */
+static bool try_recv_multishot(struct io_uring *r, int sv[2], bool *buf_ring, bool *bundle)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     void *mem = mmap(NULL, page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -122,6 +123,25 @@ static bool try_recv_multishot(struct io_uring *r, int sv[2], bool *buf_ring)
     for (int i = 0; i < 2; i++)
         one_result(r, NULL);
     drain(r);
+    if (ok) {
+        /* Give back the buffer the byte went into: two in the ring again. */
+        io_uring_buf_ring_add(br, (char *)mem + page, 64, 0, io_uring_buf_ring_mask(2), 0);
+        io_uring_buf_ring_advance(br, 1);
+        char out[100] = { 0 };
+        if (write(sv[1], out, sizeof out) == (ssize_t)sizeof out) {
+            sqe = io_uring_get_sqe(r);
+            io_uring_prep_recv(sqe, sv[0], NULL, 0, 0);
+            sqe->ioprio |= IORING_RECVSEND_BUNDLE;
+            sqe->flags |= IOSQE_BUFFER_SELECT;
+            sqe->buf_group = 7;
+            sqe->user_data = 4;
+            *bundle = one_result(r, NULL) == 100;
+        }
+        drain(r);
+        char sink[128];
+        while (recv(sv[0], sink, sizeof sink, MSG_DONTWAIT) > 0)
+            ;
+    }
     io_uring_unregister_buf_ring(r, 7);
 out:
     munmap(mem, page * 2);
@@ -185,7 +205,7 @@ static void run_probe(void)
 
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
-        p->recv_multishot = try_recv_multishot(&r, sv, &p->buf_ring);
+        p->recv_multishot = try_recv_multishot(&r, sv, &p->buf_ring, &p->recv_bundle);
         if (p->send_zc) {
             char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                               -1, 0);

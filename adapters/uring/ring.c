@@ -778,9 +778,13 @@ static int ring_bufring_init(zbuf_uring_bufring_t *br)
         return -ENOMEM;
     br->slot = calloc(br->entries, sizeof *br->slot);
     br->free_bids = malloc(br->entries * sizeof *br->free_bids);
-    if (br->slot == NULL || br->free_bids == NULL) {
+    br->ring_bid = malloc(br->entries * sizeof *br->ring_bid);
+    br->pos_of = malloc(br->entries * sizeof *br->pos_of);
+    if (br->slot == NULL || br->free_bids == NULL || br->ring_bid == NULL || br->pos_of == NULL) {
         free(br->slot);
         free(br->free_bids);
+        free(br->ring_bid);
+        free(br->pos_of);
         free(mem);
         return -ENOMEM;
     }
@@ -793,6 +797,8 @@ static int ring_bufring_init(zbuf_uring_bufring_t *br)
     if (rc < 0) {
         free(br->slot);
         free(br->free_bids);
+        free(br->ring_bid);
+        free(br->pos_of);
         free(mem);
         return rc == -EINVAL ? -EOPNOTSUPP : rc;
     }
@@ -814,9 +820,13 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
         zbuf_buf_unref(br->slot[i]); /* back to the pool */
     free(br->slot);
     free(br->free_bids);
+    free(br->ring_bid);
+    free(br->pos_of);
     free(br->ring);
     br->slot = NULL;
     br->free_bids = NULL;
+    br->ring_bid = NULL;
+    br->pos_of = NULL;
     br->ring = NULL;
 }
 
@@ -833,10 +843,14 @@ static unsigned ring_bufring_refill(zbuf_uring_bufring_t *br)
             break;
         uint16_t bid = br->free_bids[--br->nfree];
         br->slot[bid] = b;
+        uint32_t pos = br->tail + (uint32_t)n;
+        br->ring_bid[pos & (uint32_t)mask] = bid;
+        br->pos_of[bid] = pos;
         io_uring_buf_ring_add(ring, zbuf_buf_data(b), (unsigned)br->buf_size, bid, mask, n);
         n++;
     }
     if (n > 0) {
+        br->tail += (uint32_t)n;
         io_uring_buf_ring_advance(ring, n);
         br->st.in_ring += (unsigned)n;
         br->st.refilled += (unsigned)n;
@@ -844,13 +858,19 @@ static unsigned ring_bufring_refill(zbuf_uring_bufring_t *br)
     return (unsigned)br->st.in_ring;
 }
 
-/* The buffer a completion names: the ring's reference moves to the caller. */
-static zbuf_buf_t *take_buf(zbuf_uring_bufring_t *br, uint32_t cflags)
+/* Buffer `i` of the completion (0: the one it names; a bundle goes on with
+ * the buffers put into the ring after it): the ring's reference moves to
+ * the caller.  NULL when there is none. */
+static zbuf_buf_t *take_buf(zbuf_uring_bufring_t *br, uint32_t cflags, unsigned i)
 {
     if (!(cflags & IORING_CQE_F_BUFFER))
         return NULL;
     uint16_t bid = (uint16_t)(cflags >> IORING_CQE_BUFFER_SHIFT);
-    if (bid >= br->entries || br->slot[bid] == NULL)
+    if (bid >= br->entries)
+        return NULL;
+    if (i > 0)
+        bid = br->ring_bid[(br->pos_of[bid] + i) & (br->entries - 1)];
+    if (br->slot[bid] == NULL)
         return NULL;
     zbuf_buf_t *b = br->slot[bid];
     br->slot[bid] = NULL;
@@ -886,6 +906,9 @@ static int arm_recv(struct zbuf_uring_sock *s, struct zu_op *op, zbuf_uring_bufr
     }
     if (multishot)
         sqe->ioprio |= IORING_RECV_MULTISHOT;
+    op->bundle = multishot && s->type == SOCK_STREAM && s->u->probe.recv_bundle;
+    if (op->bundle)
+        sqe->ioprio |= IORING_RECVSEND_BUNDLE;
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = br->bgid;
     op->br = br;
@@ -952,20 +975,55 @@ static ssize_t rx_zbuf(struct zbuf_uring_sock *s, struct zu_op *op, zbuf_buf_t *
     return (ssize_t)len;
 }
 
+/*
+ * A bundle completion of `res` bytes over ceil(res / buf_size) buffers,
+ * the first of which (b) is taken already: one zbuf in *out with a segment
+ * per buffer.  Every buffer is full but the last.
+ */
+static ssize_t rx_bundle(zbuf_uring_bufring_t *br, uint32_t cflags, zbuf_buf_t *b, int res,
+                         zbuf_t **out)
+{
+    size_t left = (size_t)res;
+    unsigned nbufs = (unsigned)((left + br->buf_size - 1) / br->buf_size);
+    zbuf_t *z;
+    int rc = zbuf_create(&z);
+    for (unsigned i = 0; i < nbufs; i++) {
+        zbuf_buf_t *bi = i == 0 ? b : take_buf(br, cflags, i);
+        size_t len = left < br->buf_size ? left : br->buf_size;
+        if (bi == NULL && rc == 0)
+            rc = -EIO; /* the ring and the kernel disagree: cannot happen */
+        if (rc == 0)
+            rc = zbuf_append_ref(z, bi, 0, len);
+        zbuf_buf_unref(bi); /* the segment holds it now (or it goes back) */
+        left -= len;
+    }
+    if (rc < 0) {
+        zbuf_delete(z);
+        return rc;
+    }
+    *out = z;
+    return res;
+}
+
 static void recv_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_cqe *cqe)
 {
     struct zbuf_uring_sock *s = op->s;
     zbuf_uring_bufring_t *br = op->br;
     bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
     int res = cqe->res;
-    zbuf_buf_t *b = take_buf(br, cqe->flags);
+    zbuf_buf_t *b = take_buf(br, cqe->flags, 0);
     if (!more) {
         op->in_kernel = false;
         br->users--;
         s->kops--;
     }
     bool stop = false;
-    if (res > 0 && b != NULL) {
+    if (res > 0 && b != NULL && op->bundle && (size_t)res > br->buf_size) {
+        zbuf_t *z = NULL;
+        ssize_t n = rx_bundle(br, cqe->flags, b, res, &z);
+        zbuf__uring_deliver(s, n, n < 0 ? NULL : z, NULL);
+        stop = n < 0;
+    } else if (res > 0 && b != NULL) {
         zbuf_t *z = NULL;
         zbuf_uring_rx_t rx;
         ssize_t n = rx_zbuf(s, op, b, res, &z, &rx);
@@ -1003,7 +1061,7 @@ static void once_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_cq
 {
     struct zbuf_uring_sock *s = op->s;
     int res = cqe->res;
-    zbuf_buf_t *b = take_buf(op->br, cqe->flags);
+    zbuf_buf_t *b = take_buf(op->br, cqe->flags, 0);
     op->in_kernel = false;
     op->br->users--;
     zbuf_t *z = NULL;

@@ -18,4 +18,9 @@
 #define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
 #endif
 
+#ifndef IORING_RECVSEND_BUNDLE
+/* sqe->ioprio of RECV: one completion may fill several ring buffers (6.10). */
+#define IORING_RECVSEND_BUNDLE (1U << 4)
+#endif
+
 #endif /* ZBUF_URING_COMPAT_H */

@@ -126,6 +126,7 @@ struct zu_op {
     struct zu_op *lprev, *lnext; /* allocated requests: on their socket's list, or
                                     on the engine's list of detached ones */
     bool multishot;            /* receives: armed multishot */
+    bool bundle;               /* receives: armed with IORING_RECVSEND_BUNDLE */
     size_t bytes;              /* bytes asked */
     zbuf_t *held;              /* zero copy: the bytes kept until the notification */
     struct zu_msg *msg;        /* ZU_OP_DGRAM: its message (until the first CQE) */
@@ -258,6 +259,9 @@ struct zbuf_uring_bufring {
     void *ring;                    /* struct io_uring_buf_ring, page aligned */
     size_t ring_bytes;
     zbuf_buf_t **slot;             /* bid -> the ring's reference, NULL when out */
+    uint16_t *ring_bid;            /* ring position (mod entries) -> bid put there */
+    uint32_t *pos_of;              /* bid -> ring position it was put at */
+    uint32_t tail;                 /* ring positions filled so far (our copy of the tail) */
     uint16_t *free_bids;           /* bids not in the ring */
     unsigned nfree;
     unsigned users;                /* sockets receiving with it */

@@ -29,6 +29,8 @@
  *   bench_uring memcpy -s size
  *       Nanoseconds per byte of memcpy() at that size (cache-cold source),
  *       the copy a zero-copy send saves.
+ *   bench_uring probe
+ *       What zbuf_uring_probe() finds; exit status 1 when io_uring is unusable.
  *
  * The last line of every role is machine-readable:
  *   result role=R mode=M size=N seconds=S bytes=B msgs=K cpu=C [extra...]
@@ -82,7 +84,8 @@ _Noreturn static void usage(void)
             "       bench_uring recv -m epoll|uring -s size -t seconds [-b rcvbuf] [-p portfile] "
             "[-u] port\n"
             "       bench_uring blast -s size -t seconds [-u] host port\n"
-            "       bench_uring memcpy -s size\n");
+            "       bench_uring memcpy -s size\n"
+            "       bench_uring probe\n");
     exit(2);
 }
 
@@ -464,6 +467,13 @@ int main(int argc, char **argv)
         usage();
     if (strcmp(role, "memcpy") == 0)
         return role_memcpy();
+    if (strcmp(role, "probe") == 0) {
+        zbuf_uring_probe_t p;
+        zbuf_uring_probe(&p);
+        printf("usable=%d send_zc=%d report_usage=%d fixed_vectored=%d reason=%s\n", p.usable,
+               p.send_zc, p.zc_report_usage, p.zc_fixed_vectored, p.reason);
+        return p.usable ? 0 : 1;
+    }
     if (strcmp(role, "sink") == 0 && optind + 1 == argc)
         return role_sink(atoi(argv[optind]));
     if (strcmp(role, "recv") == 0 && optind + 1 == argc)

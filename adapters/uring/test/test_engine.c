@@ -49,9 +49,10 @@ Test(engine, the_probe_says_what_the_kernel_allows)
     }
     cr_assert_eq(p.error, 0);
     cr_assert(p.buf_ring);
-    cr_log_info("send_zc %d report %d fixed_vectored %d multishot recv %d defer_taskrun %d",
+    cr_log_info("send_zc %d report %d fixed_vectored %d multishot recv %d bundle %d "
+                "defer_taskrun %d",
                 p.send_zc, p.zc_report_usage, p.zc_fixed_vectored, p.recv_multishot,
-                p.defer_taskrun);
+                p.recv_bundle, p.defer_taskrun);
 }
 
 /* ------------------------------------------------------------ fallback */

@@ -127,6 +127,10 @@ UT_BOTH(recv, stream_bytes_arrive_exactly_and_in_order)
     zbuf_uring_sock_stats_t st;
     zbuf_uring_sock_get_stats(s, &st);
     cr_assert_eq(st.bytes_received, w.total);
+    zbuf_uring_probe_t p;
+    zbuf_uring_probe(&p);
+    if (be == ZBUF_URING_BACKEND_IO_URING && p.recv_bundle)
+        cr_assert_gt(k.maxsegs, 1, "no completion filled more than one buffer (bundles)");
     close(b);
     finish(u, s, br, pool);
 }

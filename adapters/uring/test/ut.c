@@ -80,6 +80,8 @@ void ut_sink_cb(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring_rx_
         return;
     }
     cr_assert_eq((size_t)n, zbuf_length(z));
+    if (zbuf_seg_count(z) > k->maxsegs)
+        k->maxsegs = zbuf_seg_count(z);
     uint8_t buf[4096];
     for (size_t off = 0; off < (size_t)n; off += sizeof buf) {
         size_t len = (size_t)n - off < sizeof buf ? (size_t)n - off : sizeof buf;

@@ -33,6 +33,7 @@ struct ut_sink {
     uint64_t bad_at;     /* first wrong offset, UINT64_MAX */
     ssize_t end;         /* 1: running; 0: end of stream; < 0: error */
     unsigned calls;
+    size_t maxsegs;      /* most segments seen in one zbuf */
     unsigned hold;       /* keep this many zbufs before deleting them all */
     unsigned nheld;
     struct zbuf *held[4096];

@@ -108,7 +108,10 @@
  * multishot receive on a socket with that ring: the kernel picks a buffer
  * from the ring when data arrives and completes with its id; each
  * completion becomes a new zbuf of one segment that references the pool
- * buffer (no copy after the kernel's).  Deleting the zbuf returns the
+ * buffer (no copy after the kernel's; on a stream socket, where the
+ * kernel has `IORING_RECVSEND_BUNDLE`, one completion may fill several
+ * buffers and its zbuf then has one segment per buffer, in order, so that
+ * the kernel reads, and acknowledges, in large steps).  Deleting the zbuf returns the
  * buffer to the pool, and the engine puts it back into the ring at its next
  * run.  When the application holds every buffer, the ring runs dry: the
  * kernel ends the multishot receive with `ENOBUFS`, before reading a byte,
@@ -193,6 +196,10 @@ typedef struct zbuf_uring_probe {
     bool buf_ring;
     /** Multishot receive with a provided buffer ring (Linux 6.0). */
     bool recv_multishot;
+    /** `IORING_RECVSEND_BUNDLE`: one stream receive may fill several ring
+     *  buffers, so a receive reads as much as a `recv()` into as many
+     *  buffers would (Linux 6.10). */
+    bool recv_bundle;
     /** Multishot accept (Linux 5.19). */
     bool accept_multishot;
     /** `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (Linux 6.1):
