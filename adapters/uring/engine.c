@@ -1217,7 +1217,9 @@ int zbuf_uring_run(zbuf_uring_t *u, int timeout_ms)
     int n = u->be->wait(u, t);
     flush_dirty(u);
     zbuf__uring_deferred(u);
-    if (atomic_load(&u->refill))
+    /* Put back into the rings what the kernel took and the callbacks gave
+     * back (every run: a ring is kept only as deep as the traffic needs). */
+    if (u->rings != NULL)
         zbuf__uring_refill_all(u);
     close_deadlines(u);
     zbuf__uring_deferred(u);

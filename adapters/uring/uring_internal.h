@@ -264,6 +264,9 @@ struct zbuf_uring_bufring {
     uint32_t tail;                 /* ring positions filled so far (our copy of the tail) */
     uint16_t *free_bids;           /* bids not in the ring */
     unsigned nfree;
+    unsigned target;               /* buffers to keep in the ring (adapts to the traffic) */
+    uint64_t seen_consumed;        /* st.consumed / st.empty at the last adaptation */
+    uint64_t seen_empty;
     unsigned users;                /* sockets receiving with it */
     struct zbuf_uring_sock *wait_head; /* sockets waiting for buffers */
     atomic_bool starving;          /* a socket waits and the ring is empty */
