@@ -60,10 +60,12 @@ if [ $quick -eq 0 ]; then
      cmake -S examples/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$root/build/prefix" >>build-install.log 2>&1 &&
      cmake --build build/consumer >>build-install.log 2>&1 && build/consumer/consumer >>build-install.log 2>&1 &&
      build/consumer/consumer_adapters >>build-install.log 2>&1 &&
+     build/consumer/consumer_uring >>build-install.log 2>&1 &&
      PKG_CONFIG_PATH="$(dirname "$(find "$root/build/prefix" -name zbuf.pc | head -n1)")" \
        make -C examples/consumer OUT="$root/build/consumer-pc" >>build-install.log 2>&1 &&
      build/consumer-pc/consumer >>build-install.log 2>&1 &&
-     build/consumer-pc/consumer_adapters >>build-install.log 2>&1; then
+     build/consumer-pc/consumer_adapters >>build-install.log 2>&1 &&
+     build/consumer-pc/consumer_uring >>build-install.log 2>&1; then
     echo "install + consumer OK"
   else
     tail -n 40 build-install.log; rc=1
