@@ -132,6 +132,39 @@ want calib && for size in 16384 65536 262144 1048576; do
   record memcpy 1 "$($me "$bin" memcpy -s "$size" | grep '^result')"
 done
 
+# Zero copy where the kernel really keeps the pages: UDP from a network
+# namespace over a veth pair to a peer namespace whose nftables input hook
+# drops the datagrams (on the receiving side, so the sender never sees an
+# error), which frees them without copying, as a NIC's transmit completion
+# would.  Cold messages (64 MiB of buffers in turn), zc_min lowered to 1 so
+# that every size goes zero-copy.  Names carry our pid; removed on exit.
+calib_ns() {
+  nsa=zbua$$ nsb=zbub$$
+  trap 'ip netns del "$nsa" 2>/dev/null; ip netns del "$nsb" 2>/dev/null' EXIT INT TERM
+  ip netns add "$nsa" && ip netns add "$nsb" &&
+    ip -n "$nsa" link add "va$$" type veth peer name "vb$$" netns "$nsb" &&
+    ip -n "$nsa" addr add 192.0.2.1/24 dev "va$$" && ip -n "$nsb" addr add 192.0.2.2/24 dev "vb$$" &&
+    ip -n "$nsa" link set "va$$" mtu 65535 up && ip -n "$nsb" link set "vb$$" mtu 65535 up &&
+    ip netns exec "$nsb" nft 'add table inet zbuf; add chain inet zbuf in { type filter hook input priority 0; }; add rule inet zbuf in udp dport 9 drop'
+}
+CALIB_SIZES=${CALIB_SIZES:-"4096 8192 16384 32768 65000"}
+if want calib && [ "$uring_ok" = 1 ]; then
+  if calib_ns 2>/dev/null; then
+    echo "==> zero-copy threshold: veth to a dropping peer, sizes $CALIB_SIZES" >&2
+    for run in $(seq 1 "$RUNS"); do
+      for size in $CALIB_SIZES; do
+        for m in uring uring-zc-always uring-zc-fixed-always; do
+          line=$(ip netns exec "$nsa" $me "$bin" dsend -c -z 1 -m "$m" -s "$size" -t "$DUR" 192.0.2.2 9 |
+                 grep '^result') || true
+          [ -n "$line" ] && record dsend "$run" "$line"
+        done
+      done
+    done
+  else
+    echo "==> zero-copy threshold skipped: cannot make network namespaces here (needs root)" >&2
+  fi
+fi
+
 echo "==> tables (medians)" >&2
 python3 "$root/adapters/uring/bench/uring_tables.py" "$res" | tee "$out/tables.md"
 echo "raw results: $res; tables: $out/tables.md" >&2

@@ -153,6 +153,7 @@ void zbuf_uring_opts_init(zbuf_uring_opts_t *o)
     memset(o, 0, sizeof *o);
     o->entries = 256;
     o->zc_min = ZBUF_URING_ZC_MIN_DEFAULT;
+    o->zc_min_fixed = ZBUF_URING_ZC_MIN_FIXED_DEFAULT;
 }
 
 void zbuf_uring_sock_opts_init(zbuf_uring_sock_opts_t *o)
@@ -177,7 +178,7 @@ int zbuf_uring_create(const zbuf_uring_opts_t *o, zbuf_uring_t **out)
     else
         zbuf_uring_opts_init(&opts);
     if (opts.entries < 8 || opts.entries > 32768 || (opts.entries & (opts.entries - 1)) != 0 ||
-        opts.zc_min == 0)
+        opts.zc_min == 0 || opts.zc_min_fixed == 0)
         return -EINVAL;
     zbuf_uring_t *u = calloc(1, sizeof *u);
     if (u == NULL)
@@ -420,10 +421,11 @@ void zbuf__uring_fail_all(struct zbuf_uring_sock *s, int status)
  * anyway (loopback) the first notification turns zero copy off after one
  * request instead of after every request sent before it came back.
  */
-bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes, size_t nseg)
+bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes, size_t nseg, bool fixed)
 {
-    if (!(s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) || !s->zc_capable ||
-        bytes < s->opts.zc_min || nseg == 0 || bytes / nseg < ZU_ZC_MIN_SEG)
+    size_t min = fixed ? s->opts.zc_min_fixed : s->opts.zc_min;
+    if (!(s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) || !s->zc_capable || bytes < min ||
+        nseg == 0 || bytes / nseg < ZU_ZC_MIN_SEG)
         return false;
     if (!s->zc_on && s->opts.reprobe_after != 0 && ++s->since_off >= s->opts.reprobe_after) {
         s->zc_on = true;
@@ -481,6 +483,8 @@ int zbuf_uring_sock_open(zbuf_uring_t *u, int fd, const zbuf_uring_sock_opts_t *
         zbuf_uring_sock_opts_init(&opts);
     if (opts.zc_min == 0)
         opts.zc_min = u->opts.zc_min;
+    if (opts.zc_min_fixed == 0)
+        opts.zc_min_fixed = u->opts.zc_min_fixed;
     if (opts.copied_limit == 0 || opts.batch_max == 0 || opts.dgram_inflight == 0 ||
         opts.batch_max > (size_t)0x7fffffff)
         return -EINVAL;
@@ -1005,6 +1009,10 @@ int zbuf_uring_sock_close(zbuf_uring_sock_t *s, int timeout_ms, zbuf_uring_close
         s->u->closing->prev_closing = s;
     s->u->closing = s;
     stash_free(s);
+    if (s->state & ZS_SHUT_WANTED) {
+        s->state &= ~ZS_SHUT_WANTED; /* its callback learns it will not happen */
+        s->shut_status = -ECANCELED;
+    }
     for (unsigned i = 0; i < s->naccepted; i++)
         if (s->accepted[i] >= 0)
             close(s->accepted[i]);

@@ -298,9 +298,21 @@ static void ring_sock_free(struct zbuf_uring_sock *s)
     (void)s;
 }
 
-/* Prepare a zero-copy or plain send of `mh` (`bytes` bytes) for op. */
+/* The registered-buffer slot a zero-copy send of mh could name, or -1. */
+static int send_slot(struct zbuf_uring_sock *s, const struct msghdr *mh)
+{
+    if (s->opts.flags & ZBUF_URING_SOCK_NO_FIXED)
+        return -1;
+    int slot = fixed_slot(s->u, mh->msg_iov, (unsigned)mh->msg_iovlen);
+    if (slot >= 0 && mh->msg_iovlen != 1 && !s->u->fixed_vectored)
+        return -1;
+    return slot;
+}
+
+/* Prepare a zero-copy (on registered buffer `slot` when >= 0) or plain
+ * send of `mh` (`bytes` bytes) for op. */
 static bool prep_send(struct zbuf_uring_sock *s, struct zu_op *op, struct msghdr *mh,
-                      size_t bytes, int flags, bool zc)
+                      size_t bytes, int flags, bool zc, int slot)
 {
     zbuf_uring_t *u = s->u;
     struct io_uring_sqe *sqe = get_sqe(u);
@@ -310,9 +322,8 @@ static bool prep_send(struct zbuf_uring_sock *s, struct zu_op *op, struct msghdr
     op->fixed = false;
     op->report = false;
     op->bytes = bytes;
-    int slot = -1;
-    if (zc && !(s->opts.flags & ZBUF_URING_SOCK_NO_FIXED))
-        slot = fixed_slot(u, mh->msg_iov, (unsigned)mh->msg_iovlen);
+    if (!zc)
+        slot = -1;
     if (!zc) {
         io_uring_prep_sendmsg(sqe, s->fd, mh, (unsigned)flags);
     } else if (slot >= 0 && mh->msg_iovlen == 1) {
@@ -323,7 +334,7 @@ static bool prep_send(struct zbuf_uring_sock *s, struct zu_op *op, struct msghdr
         op->fixed = true;
     } else {
         io_uring_prep_sendmsg_zc(sqe, s->fd, mh, (unsigned)flags);
-        if (slot >= 0 && u->fixed_vectored) {
+        if (slot >= 0) {
             sqe->ioprio |= IORING_RECVSEND_FIXED_BUF;
             sqe->buf_index = (uint16_t)slot;
             op->fixed = true;
@@ -491,17 +502,18 @@ static void flush_stream(struct zbuf_uring_sock *s)
         zbuf__uring_dirty(s);
         return;
     }
-    bool zc = !s->plain_once && zbuf__uring_zc_want(s, bytes, n);
+    s->mh = (struct msghdr){ .msg_iov = s->iov, .msg_iovlen = n };
+    int slot = send_slot(s, &s->mh);
+    bool zc = !s->plain_once && zbuf__uring_zc_want(s, bytes, n, slot >= 0);
     s->plain_once = false;
     if (zc && (op->held = hold_front(s, bytes)) == NULL) {
         zc = false; /* no memory for our references: this one goes plain */
         zbuf__uring_zc_unmade(s);
     }
-    s->mh = (struct msghdr){ .msg_iov = s->iov, .msg_iovlen = n };
     int f = flags | MSG_NOSIGNAL;
     if (!(s->opts.flags & ZBUF_URING_SOCK_NO_WAITALL))
         f |= MSG_WAITALL;
-    if (!prep_send(s, op, &s->mh, bytes, f, zc)) {
+    if (!prep_send(s, op, &s->mh, bytes, f, zc, slot)) {
         if (zc)
             zbuf__uring_zc_unmade(s);
         zbuf_delete(op->held);
@@ -552,10 +564,11 @@ static void flush_dgram(struct zbuf_uring_sock *s)
             .msg_name = m->addr, .msg_namelen = m->addrlen,
             .msg_iov = iov, .msg_iovlen = (size_t)n,
         };
+        int slot = op->copied ? -1 : send_slot(s, &op->mh);
         bool zc = !op->copied && len > 0 && !s->plain_once &&
-                  zbuf__uring_zc_want(s, len, (size_t)n);
+                  zbuf__uring_zc_want(s, len, (size_t)n, slot >= 0);
         s->plain_once = false;
-        if (!prep_send(s, op, &op->mh, len, m->flags | MSG_NOSIGNAL, zc)) {
+        if (!prep_send(s, op, &op->mh, len, m->flags | MSG_NOSIGNAL, zc, slot)) {
             if (zc)
                 zbuf__uring_zc_unmade(s);
             zbuf__uring_op_put(u, op);
@@ -639,6 +652,22 @@ static void send_notif(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_
     op_finished(u, op);
 }
 
+/* After the first completion of a send: push what is queued, and keep the
+ * request for its notification (`more`) or finish it now. */
+static void send_done(zbuf_uring_t *u, struct zbuf_uring_sock *s, struct zu_op *op, bool more)
+{
+    if (!(s->state & ZS_CLOSING) && (s->qhead != NULL || (s->state & ZS_SHUT_WANTED)))
+        zbuf__uring_dirty(s);
+    if (more) {
+        op->notif_wait = true;
+        s->st.outstanding++;
+    } else {
+        if (op->zc)
+            zbuf__uring_zc_unmade(s); /* no notification will come */
+        op_finished(u, op);
+    }
+}
+
 static void stream_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_cqe *cqe)
 {
     struct zbuf_uring_sock *s = op->s;
@@ -674,16 +703,7 @@ static void stream_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_
     }
     if (s->state & ZS_CLOSING)
         zbuf__uring_fail_all(s, -ECANCELED);
-    else if (s->qhead != NULL || (s->state & ZS_SHUT_WANTED))
-        zbuf__uring_dirty(s);
-    if (more) {
-        op->notif_wait = true;
-        s->st.outstanding++;
-    } else {
-        if (op->zc)
-            zbuf__uring_zc_unmade(s); /* no notification will come */
-        op_finished(u, op);
-    }
+    send_done(u, s, op, more);
 }
 
 static void dgram_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_cqe *cqe)
@@ -720,16 +740,7 @@ static void dgram_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_c
     } else {
         zbuf__uring_msg_done(s, m, res == -EWOULDBLOCK ? -EAGAIN : res);
     }
-    if (s->qhead != NULL || (s->state & ZS_SHUT_WANTED))
-        zbuf__uring_dirty(s);
-    if (more) {
-        op->notif_wait = true;
-        s->st.outstanding++;
-    } else {
-        if (op->zc)
-            zbuf__uring_zc_unmade(s);
-        op_finished(u, op);
-    }
+    send_done(u, s, op, more);
 }
 
 static void ring_close_begin(struct zbuf_uring_sock *s)

@@ -397,7 +397,7 @@ ZBUF__URING_HIDDEN void zbuf__uring_accepted(struct zbuf_uring_sock *s, int fd);
 /* Zero-copy policy: may a request of `bytes` ask for it?  A yes counts as
  * the request being made (call zbuf__uring_zc_unmade() if it is not). */
 ZBUF__URING_HIDDEN bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes,
-                                            size_t nseg);
+                                            size_t nseg, bool fixed);
 ZBUF__URING_HIDDEN void zbuf__uring_zc_unmade(struct zbuf_uring_sock *s);
 /* A notification arrived (copied: the kernel says it copied). */
 ZBUF__URING_HIDDEN void zbuf__uring_zc_notified(struct zbuf_uring_sock *s, bool copied);

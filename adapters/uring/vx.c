@@ -46,8 +46,6 @@
 /* The receive ring's pool. */
 #define VXU_POOL_BUFS 512
 #define VXU_POOL_BUF_SIZE 16384
-/* Zero copy from this many bytes, as the layer's default. */
-#define VXU_ZC_MIN 16384
 
 enum { VXU_SEND = 1, VXU_RECV = 2 };
 
@@ -147,7 +145,6 @@ static zbuf_uring_sock_t *sock_for(int fd)
         zbuf_uring_sock_opts_t o;
         zbuf_uring_sock_opts_init(&o);
         o.flags = ZBUF_URING_SOCK_KEEP_FD | ZBUF_URING_SOCK_ZEROCOPY;
-        o.zc_min = VXU_ZC_MIN;
         if (zbuf_uring_sock_open(vxu.u, fd, &o, &e->s) != 0) {
             e->s = NULL;
             return NULL;

@@ -6,7 +6,7 @@
  *   bench_uring sink  [-b sockbuf] [-p portfile] port
  *       TCP: accept one connection, discard with recv(MSG_TRUNC) 1 MiB at a
  *       time until end of stream (the cheapest receiver: the sender limits).
- *   bench_uring send  -m MODE -s size -t seconds [-b sockbuf] host port
+ *   bench_uring send  -m MODE -s size -t seconds [-b sockbuf] [-c] host port
  *       TCP sender.  Messages of `size` bytes, each a zbuf sharing one
  *       master buffer (zbuf_dup()), kept queued up to a high-water mark.
  *       MODE: copy            send() of one buffer per message (BSD sockets)
@@ -26,6 +26,17 @@
  *   bench_uring blast -s size -t seconds [-u] host port
  *       The cheapest sender for receive measurements: TCP sendfile() of a
  *       memfd, or UDP sendmmsg() of 64 datagrams of `size` per call.
+ *   bench_uring dsend -m MODE -s size -t seconds [-c] host port
+ *       UDP sender for a destination behind a dummy interface (the script
+ *       makes one in a network namespace of its own): the kernel frees each
+ *       packet at once without copying it, as a NIC's completion would, so
+ *       zero copy really happens and its cost can be set against the copy's.
+ *       MODE: uring, uring-zc (adaptive), uring-zc-always,
+ *       uring-zc-fixed-always.
+ *   -c (send, dsend): messages from 64 MiB of buffers in turn, cold in the
+ *       cache like fresh data, instead of one master sent over and over.
+ *   -z bytes (send, dsend): the sockets' zc_min (the calibration lowers it
+ *       to see zero copy at every size).
  *   bench_uring memcpy -s size
  *       Nanoseconds per byte of memcpy() at that size (cache-cold source),
  *       the copy a zero-copy send saves.
@@ -84,6 +95,7 @@ _Noreturn static void usage(void)
             "       bench_uring recv -m epoll|uring -s size -t seconds [-b rcvbuf] [-p portfile] "
             "[-u] port\n"
             "       bench_uring blast -s size -t seconds [-u] host port\n"
+            "       bench_uring dsend -m MODE -s size -t seconds host port\n"
             "       bench_uring memcpy -s size\n"
             "       bench_uring probe\n");
     exit(2);
@@ -96,6 +108,8 @@ static struct {
     int sockbuf;
     const char *portfile;
     bool udp;
+    bool cold;
+    size_t zc_min;               /* -z: the sockets' zc_min (0: the default) */
 } opt = { .mode = "uring", .size = 65536, .seconds = 2 };
 
 static void bufsize(int fd, int which, int n)
@@ -221,7 +235,7 @@ static int send_copy(int fd)
 static int role_send(const char *host, int port)
 {
     signal(SIGPIPE, SIG_IGN);
-    int fd = connected(SOCK_STREAM, host, port);
+    int fd = connected(opt.udp ? SOCK_DGRAM : SOCK_STREAM, host, port);
     bufsize(fd, SO_SNDBUF, opt.sockbuf);
     if (strcmp(opt.mode, "copy") == 0)
         return send_copy(fd);
@@ -232,17 +246,28 @@ static int role_send(const char *host, int port)
     int rc = zbuf_uring_create(&eo, &u);
     if (rc < 0)
         die("zbuf_uring_create", rc);
-    /* The master message, in a pool buffer (registered in the fixed modes). */
+    /* The master messages, in pool buffers (registered in the fixed modes):
+     * one, sent over and over (the blaster), or with -c enough to cover
+     * 64 MiB, sent in turn, so that every message is cold in the cache as
+     * fresh data would be. */
+    size_t nmaster = 1;
+    if (opt.cold) {
+        nmaster = (64u << 20) / opt.size;
+        nmaster = nmaster < 1 ? 1 : nmaster > 16384 ? 16384 : nmaster;
+    }
     zbuf_pool_t *pool;
-    if ((rc = zbuf_pool_create(opt.size, 1, &pool)) < 0)
+    if ((rc = zbuf_pool_create(opt.size, nmaster, &pool)) < 0)
         die("zbuf_pool_create", rc);
-    zbuf_buf_t *mb;
-    zbuf_pool_get(pool, &mb);
-    memset(zbuf_buf_data(mb), 'z', opt.size);
-    zbuf_t *master;
-    zbuf_create(&master);
-    zbuf_append_ref(master, mb, 0, opt.size);
-    zbuf_buf_unref(mb);
+    zbuf_t **masters = calloc(nmaster, sizeof *masters);
+    for (size_t i = 0; i < nmaster; i++) {
+        zbuf_buf_t *mb;
+        zbuf_pool_get(pool, &mb);
+        memset(zbuf_buf_data(mb), 'z', opt.size);
+        zbuf_create(&masters[i]);
+        zbuf_append_ref(masters[i], mb, 0, opt.size);
+        zbuf_buf_unref(mb);
+    }
+    size_t next_master = 0;
     if (has("fixed") && (rc = zbuf_uring_register_pool(u, pool)) < 0)
         die("zbuf_uring_register_pool", rc);
     zbuf_uring_sock_opts_t so;
@@ -251,14 +276,18 @@ static int role_send(const char *host, int port)
         so.flags |= ZBUF_URING_SOCK_ZEROCOPY;
     if (has("always"))
         so.flags |= ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    so.zc_min = opt.zc_min;
     zbuf_uring_sock_t *s;
     if ((rc = zbuf_uring_sock_open(u, fd, &so, &s)) < 0)
         die("zbuf_uring_sock_open", rc);
     size_t hiwat = 4 * opt.size > (256u << 10) ? 4 * opt.size : (256u << 10);
+    if (opt.udp)
+        hiwat = 64 * opt.size; /* as many datagrams as may be in flight */
     double t0 = now_s(), c0 = cpu_s(), end = t0 + opt.seconds;
     while (now_s() < end) {
         while (zbuf_uring_send_queued(s) < hiwat) {
             zbuf_t *z;
+            zbuf_t *master = masters[next_master++ % nmaster];
             if ((rc = zbuf_dup(master, 0, ZBUF_TO_END, &z)) < 0)
                 die("zbuf_dup", rc);
             if ((rc = zbuf_uring_send(s, z, 0, NULL, NULL)) < 0)
@@ -283,8 +312,10 @@ static int role_send(const char *host, int port)
     zbuf_uring_sock_close(s, 5000, NULL, NULL);
     while (zbuf_uring_sock_count(u) > 0)
         zbuf_uring_run(u, 100);
-    result("send", msgs * opt.size, msgs, secs, cpu, extra);
-    zbuf_delete(master);
+    result(opt.udp ? "dsend" : "send", msgs * opt.size, msgs, secs, cpu, extra);
+    for (size_t i = 0; i < nmaster; i++)
+        zbuf_delete(masters[i]);
+    free(masters);
     zbuf_uring_destroy(u, 1000);
     zbuf_pool_delete(pool);
     return 0;
@@ -462,7 +493,7 @@ int main(int argc, char **argv)
     const char *role = argv[1];
     int o;
     optind = 2;
-    while ((o = getopt(argc, argv, "m:s:t:b:p:u")) != -1) {
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:")) != -1) {
         switch (o) {
         case 'm': opt.mode = optarg; break;
         case 's': opt.size = strtoul(optarg, NULL, 0); break;
@@ -470,6 +501,8 @@ int main(int argc, char **argv)
         case 'b': opt.sockbuf = atoi(optarg); break;
         case 'p': opt.portfile = optarg; break;
         case 'u': opt.udp = true; break;
+        case 'c': opt.cold = true; break;
+        case 'z': opt.zc_min = strtoul(optarg, NULL, 0); break;
         default: usage();
         }
     }
@@ -490,6 +523,10 @@ int main(int argc, char **argv)
         return role_recv(atoi(argv[optind]));
     if (strcmp(role, "send") == 0 && optind + 2 == argc)
         return role_send(argv[optind], atoi(argv[optind + 1]));
+    if (strcmp(role, "dsend") == 0 && optind + 2 == argc) {
+        opt.udp = true;
+        return role_send(argv[optind], atoi(argv[optind + 1]));
+    }
     if (strcmp(role, "blast") == 0 && optind + 2 == argc)
         return role_blast(argv[optind], atoi(argv[optind + 1]));
     usage();

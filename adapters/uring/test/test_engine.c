@@ -57,18 +57,6 @@ Test(engine, the_probe_says_what_the_kernel_allows)
 
 /* ------------------------------------------------------------ fallback */
 
-struct logged {
-    int lines;
-    char last[400];
-};
-
-static void log_line(void *arg, const char *line)
-{
-    struct logged *l = arg;
-    l->lines++;
-    snprintf(l->last, sizeof l->last, "%s", line);
-}
-
 /* A short echo over the engine, to prove it works whatever it runs on. */
 static void echo_once(zbuf_uring_t *u);
 
@@ -78,10 +66,10 @@ Test(engine, a_disabled_io_uring_falls_back_to_epoll_with_one_log_line)
     zbuf_uring_probe_t p;
     zbuf_uring_probe(&p);
     cr_assert(!p.usable);
-    struct logged l = { 0 };
+    struct ut_logged l = { 0 };
     zbuf_uring_opts_t o;
     zbuf_uring_opts_init(&o);
-    o.log = log_line;
+    o.log = ut_log_line;
     o.log_arg = &l;
     zbuf_uring_t *u;
     cr_assert_eq(zbuf_uring_create(&o, &u), 0);
@@ -122,10 +110,10 @@ Test(engine, a_seccomp_policy_against_io_uring_falls_back_to_epoll)
     cr_assert(!p.usable);
     cr_assert_eq(p.error, -EPERM);
     cr_assert(strstr(p.reason, "io_uring_setup") != NULL, "reason: %s", p.reason);
-    struct logged l = { 0 };
+    struct ut_logged l = { 0 };
     zbuf_uring_opts_t o;
     zbuf_uring_opts_init(&o);
-    o.log = log_line;
+    o.log = ut_log_line;
     o.log_arg = &l;
     zbuf_uring_t *u;
     cr_assert_eq(zbuf_uring_create(&o, &u), 0);
@@ -300,40 +288,29 @@ UT_BOTH(engine, a_refused_connection_is_reported)
 
 UT_BOTH(engine, its_descriptor_becomes_readable_when_there_is_work)
 {
-    zbuf_uring_t *u = ut_engine(be);
+    struct ut_rx x;
+    ut_rx_open(&x, be, 4096, 8, 0, false);
+    zbuf_uring_t *u = x.u;
     int fd = zbuf_uring_fd(u);
     cr_assert_geq(fd, 0);
     cr_assert_eq(zbuf_uring_fd(u), fd, "one descriptor");
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(4096, 8, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 0, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s;
-    cr_assert_eq(zbuf_uring_sock_open(u, a, NULL, &s), 0);
     struct ut_sink k;
     ut_sink_init(&k);
-    cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, ut_sink_cb, &k), 0);
     cr_assert_geq(zbuf_uring_submit(u), 0);
     zbuf_uring_run(u, 0);
     struct pollfd p = { .fd = fd, .events = POLLIN };
     cr_assert_eq(poll(&p, 1, 50), 0, "readable with nothing to do");
     uint8_t buf[1000];
     st_fill(buf, sizeof buf, 0);
-    cr_assert_eq(write(b, buf, sizeof buf), (ssize_t)sizeof buf);
+    cr_assert_eq(write(x.peer, buf, sizeof buf), (ssize_t)sizeof buf);
     cr_assert_eq(poll(&p, 1, 5000), 1, "not readable after data arrived");
     int64_t t0 = st_now_ms();
     while (k.got < sizeof buf && st_now_ms() - t0 < 5000)
         zbuf_uring_run(u, 0);
     cr_assert_eq(k.got, sizeof buf);
     cr_assert_eq(k.bad_at, UINT64_MAX);
-    zbuf_uring_sock_close(s, 1000, NULL, NULL);
-    ut_run_until(u, no_sockets, u, 10000, "the close");
-    zbuf_uring_bufring_delete(br);
-    close(b);
-    ut_destroy(u);
-    zbuf_pool_delete(pool);
+    ut_rx_close(&x);
 }
 
 struct waker {
@@ -397,25 +374,13 @@ static bool reentered(void *arg)
 
 UT_BOTH(engine, run_and_destroy_from_a_callback_are_refused)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(4096, 8, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 0, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s;
-    cr_assert_eq(zbuf_uring_sock_open(u, a, NULL, &s), 0);
-    struct reenter r = { .u = u };
-    cr_assert_eq(zbuf_uring_recv_start(s, br, reenter_cb, &r), 0);
-    cr_assert_eq(write(b, "hello", 5), 5);
-    ut_run_until(u, reentered, &r, 5000, "the callback");
+    struct ut_rx x;
+    ut_rx_open(&x, be, 4096, 8, 0, false);
+    struct reenter r = { .u = x.u };
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, reenter_cb, &r), 0);
+    cr_assert_eq(write(x.peer, "hello", 5), 5);
+    ut_run_until(x.u, reentered, &r, 5000, "the callback");
     cr_assert_eq(r.run_rc, -EBUSY);
     cr_assert_eq(r.destroy_rc, -EBUSY);
-    zbuf_uring_sock_close(s, 1000, NULL, NULL);
-    ut_run_until(u, no_sockets, u, 10000, "the close");
-    zbuf_uring_bufring_delete(br);
-    close(b);
-    ut_destroy(u);
-    zbuf_pool_delete(pool);
+    ut_rx_close(&x);
 }

@@ -91,34 +91,19 @@ static bool ended(void *arg)
     return ((struct ut_sink *)arg)->end <= 0;
 }
 
-static void finish(zbuf_uring_t *u, zbuf_uring_sock_t *s, zbuf_uring_bufring_t *br,
-                   zbuf_pool_t *pool)
-{
-    cr_assert_eq(zbuf_uring_bufring_delete(br), -EBUSY, "the socket still uses the ring");
-    cr_assert_eq(zbuf_uring_sock_close(s, 1000, NULL, NULL), 0);
-    ut_run_until(u, no_sockets, u, 10000, "the close");
-    cr_assert_eq(zbuf_uring_bufring_delete(br), 0);
-    ut_destroy(u);
-    cr_assert_eq(zbuf_pool_available(pool), zbuf_pool_capacity(pool), "every buffer came back");
-    zbuf_pool_delete(pool);
-}
-
 UT_BOTH(recv, stream_bytes_arrive_exactly_and_in_order)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(16384, 64, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 0, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s = open_sock(u, a);
+    struct ut_rx x;
+    ut_rx_open(&x, be, 16384, 64, 0, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
+    zbuf_uring_sock_t *s = x.s;
     struct ut_sink k;
     ut_sink_init(&k);
     cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
     cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), -EALREADY);
     struct writer w;
-    writer_start(&w, b, 8u << 20, 0);
+    writer_start(&w, x.peer, 8u << 20, 0);
     ut_run_until(u, ended, &k, 60000, "the end of the stream");
     pthread_join(w.tid, NULL);
     cr_assert_eq(k.end, 0, "receive failed: %s", zbuf_strerror((int)k.end));
@@ -131,28 +116,25 @@ UT_BOTH(recv, stream_bytes_arrive_exactly_and_in_order)
     zbuf_uring_probe(&p);
     if (be == ZBUF_URING_BACKEND_IO_URING && p.recv_bundle)
         cr_assert_gt(k.maxsegs, 1, "no completion filled more than one buffer (bundles)");
-    close(b);
-    finish(u, s, br, pool);
+    ut_rx_close(&x);
 }
 
 /* The application keeps every zbuf: the ring runs dry, the receive stops
  * without reading, and resumes when the zbufs are deleted. */
 UT_BOTH(recv, an_exhausted_ring_pauses_and_resumes_without_loss)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(4096, 8, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 8, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s = open_sock(u, a);
+    struct ut_rx x;
+    ut_rx_open(&x, be, 4096, 8, 8, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
+    zbuf_uring_sock_t *s = x.s;
+    zbuf_pool_t *pool = x.pool;
     struct ut_sink k;
     ut_sink_init(&k);
     k.hold = 100000; /* never released by the sink itself */
     cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
     struct writer w;
-    writer_start(&w, b, 1u << 20, 0);
+    writer_start(&w, x.peer, 1u << 20, 0);
     int pauses = 0;
     while (k.end > 0) {
         int rc = zbuf_uring_run(u, 50);
@@ -183,8 +165,7 @@ UT_BOTH(recv, an_exhausted_ring_pauses_and_resumes_without_loss)
     zbuf_uring_bufring_stats_t bs;
     zbuf_uring_bufring_get_stats(br, &bs);
     cr_assert_gt(bs.empty, 0);
-    close(b);
-    finish(u, s, br, pool);
+    ut_rx_close(&x);
 }
 
 /* Buffers given back on another thread wake the engine out of a wait. */
@@ -204,20 +185,16 @@ static void *release_later(void *arg)
 
 UT_BOTH(recv, buffers_returned_on_another_thread_wake_the_engine)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(4096, 4, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 4, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s = open_sock(u, a);
+    struct ut_rx x;
+    ut_rx_open(&x, be, 4096, 4, 4, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
     struct ut_sink k;
     ut_sink_init(&k);
     k.hold = 100000;
-    cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
+    cr_assert_eq(zbuf_uring_recv_start(x.s, br, ut_sink_cb, &k), 0);
     struct writer w;
-    writer_start(&w, b, 256u << 10, 0);
+    writer_start(&w, x.peer, 256u << 10, 0);
     while (k.end > 0) {
         /* Wait until every buffer is held and the receive has stopped. */
         while (!waiting(br) && k.end > 0)
@@ -242,8 +219,7 @@ UT_BOTH(recv, buffers_returned_on_another_thread_wake_the_engine)
     zbuf_uring_stats_t es;
     zbuf_uring_get_stats(u, &es);
     cr_assert_gt(es.wakes, 0);
-    close(b);
-    finish(u, s, br, pool);
+    ut_rx_close(&x);
 }
 
 /* ------------------------------------------------------------ datagrams */
@@ -282,20 +258,17 @@ static bool got_all(void *arg)
 
 UT_BOTH(recv, datagrams_carry_their_sender_and_truncation)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(2048, 16, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 0, &br), 0);
-    int a, b;
-    struct sockaddr_in to_b;
-    st_udp_pair(&a, &b, false, &to_b);
-    struct sockaddr_in to_a;
+    struct ut_rx x;
+    ut_rx_open(&x, be, 2048, 16, 0, true);
+    zbuf_uring_t *u = x.u;
+    int b = x.peer;
+    struct sockaddr_in to_a, to_b;
     socklen_t l = sizeof to_a;
-    cr_assert_eq(getsockname(a, (struct sockaddr *)&to_a, &l), 0);
-    zbuf_uring_sock_t *s = open_sock(u, a);
+    cr_assert_eq(getsockname(zbuf_uring_sock_fd(x.s), (struct sockaddr *)&to_a, &l), 0);
+    l = sizeof to_b;
+    cr_assert_eq(getsockname(b, (struct sockaddr *)&to_b, &l), 0);
     struct dgrams d = { .want_from = to_b };
-    cr_assert_eq(zbuf_uring_recv_start(s, br, dgram_cb, &d), 0);
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, dgram_cb, &d), 0);
     zbuf_uring_run(u, 0);
     size_t room = 2048 - 144;
     size_t sizes[6] = { 0, 1, 500, 1400, room, 4000 };
@@ -312,26 +285,22 @@ UT_BOTH(recv, datagrams_carry_their_sender_and_truncation)
         cr_assert(d.bytes_ok[i], "datagram %d: wrong bytes", i);
         cr_assert_eq(d.flags[i] & MSG_TRUNC, sizes[i] > room ? MSG_TRUNC : 0, "datagram %d", i);
     }
-    close(b);
-    finish(u, s, br, pool);
+    ut_rx_close(&x);
 }
 
 /* -------------------------------------------------------- stop / restart */
 
 UT_BOTH(recv, stopping_and_restarting_loses_nothing)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(8192, 64, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 0, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s = open_sock(u, a);
+    struct ut_rx x;
+    ut_rx_open(&x, be, 8192, 64, 0, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
+    zbuf_uring_sock_t *s = x.s;
     struct ut_sink k;
     ut_sink_init(&k);
     struct writer w;
-    writer_start(&w, b, 4u << 20, 0);
+    writer_start(&w, x.peer, 4u << 20, 0);
     unsigned cycles = 0;
     while (k.end > 0) {
         cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
@@ -350,37 +319,32 @@ UT_BOTH(recv, stopping_and_restarting_loses_nothing)
     cr_assert_eq(k.got, w.total);
     cr_assert_eq(k.bad_at, UINT64_MAX);
     cr_assert_gt(cycles, 1);
-    close(b);
-    finish(u, s, br, pool);
+    ut_rx_close(&x);
 }
 
 /* ------------------------------------------------------------- resets */
 
 UT_BOTH(recv, a_peer_reset_mid_stream_is_reported_after_the_bytes_before_it)
 {
-    zbuf_uring_t *u = ut_engine(be);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(16384, 32, &pool), 0);
-    zbuf_uring_bufring_t *br;
-    cr_assert_eq(zbuf_uring_bufring_create(u, pool, 0, &br), 0);
-    int a, b;
-    st_tcp_pair(&a, &b);
-    zbuf_uring_sock_t *s = open_sock(u, a);
+    struct ut_rx x;
+    ut_rx_open(&x, be, 16384, 32, 0, false);
+    zbuf_uring_t *u = x.u;
     struct ut_sink k;
     ut_sink_init(&k);
-    cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, ut_sink_cb, &k), 0);
     struct writer w;
-    writer_start(&w, b, 4u << 20, 300000);
+    writer_start(&w, x.peer, 4u << 20, 300000);
     /* Read what came before the reset, then close with a reset. */
     struct ut_want want = { .k = &k, .bytes = 300000 };
     ut_run_until(u, ut_sink_has, &want, 20000, "the bytes before the reset");
     pthread_join(w.tid, NULL);
-    close(b); /* SO_LINGER 0: a reset */
+    close(x.peer); /* SO_LINGER 0: a reset */
+    x.peer = -1;
     ut_run_until(u, ended, &k, 10000, "the reset");
     cr_assert_eq(k.got, 300000);
     cr_assert_eq(k.bad_at, UINT64_MAX);
     cr_assert(k.end == -ECONNRESET || k.end == 0, "end: %s", zbuf_strerror((int)k.end));
-    finish(u, s, br, pool);
+    ut_rx_close(&x);
 }
 
 /* Sending to a peer that resets: the queued zbufs come back with the
@@ -427,6 +391,7 @@ UT_BOTH(recv, a_peer_reset_fails_queued_sends_and_releases_every_buffer_once)
     zbuf_uring_sock_opts_t o;
     zbuf_uring_sock_opts_init(&o);
     o.flags = ZBUF_URING_SOCK_ZEROCOPY | ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    o.zc_min = 4096;
     zbuf_uring_sock_t *s;
     cr_assert_eq(zbuf_uring_sock_open(u, a, &o, &s), 0);
     atomic_int rel = 0;
@@ -491,6 +456,7 @@ UT_BOTH(recv, destroying_the_engine_with_sends_in_flight_releases_every_buffer_o
     zbuf_uring_sock_opts_t o;
     zbuf_uring_sock_opts_init(&o);
     o.flags = ZBUF_URING_SOCK_ZEROCOPY | ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    o.zc_min = 4096;
     zbuf_uring_sock_t *s;
     cr_assert_eq(zbuf_uring_sock_open(u, a, &o, &s), 0);
     atomic_int rel = 0;

@@ -24,6 +24,7 @@ static zbuf_uring_sock_t *open_sock(zbuf_uring_t *u, int fd, unsigned flags)
     zbuf_uring_sock_opts_t o;
     zbuf_uring_sock_opts_init(&o);
     o.flags = flags;
+    o.zc_min = 4096; /* zero copy at every size worth it, not only from 64 KiB */
     zbuf_uring_sock_t *s;
     int rc = zbuf_uring_sock_open(u, fd, &o, &s);
     cr_assert_eq(rc, 0, "zbuf_uring_sock_open: %s", zbuf_strerror(rc));

@@ -226,25 +226,13 @@ Test(vx, after_shutdown_the_routines_run_on_their_own_path)
     close(b);
 }
 
-struct logged {
-    int lines;
-    char last[400];
-};
-
-static void log_line(void *arg, const char *line)
-{
-    struct logged *l = arg;
-    l->lines++;
-    snprintf(l->last, sizeof l->last, "%s", line);
-}
-
 Test(vx, without_io_uring_the_routines_stay_on_the_epoll_path_and_say_so)
 {
     setenv("ZBUF_URING_DISABLE", "1", 1);
-    struct logged l = { 0 };
+    struct ut_logged l = { 0 };
     zbuf_uring_opts_t o;
     zbuf_uring_opts_init(&o);
-    o.log = log_line;
+    o.log = ut_log_line;
     o.log_arg = &l;
     cr_assert_eq(zbuf_uring_vx_init(&o), ZBUF_URING_BACKEND_EPOLL);
     cr_assert_eq(l.lines, 1);

@@ -3,7 +3,9 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <zbuf/zbuf.h>
 
 void ut_require(const char *need)
@@ -117,4 +119,44 @@ void ut_sent_cb(zbuf_uring_sock_t *s, int status, zbuf_t *unsent, void *arg)
     }
     r->unsent += zbuf_length(unsent);
     zbuf_delete(unsent);
+}
+
+static bool no_sockets(void *arg)
+{
+    return zbuf_uring_sock_count(arg) == 0;
+}
+
+void ut_rx_open(struct ut_rx *x, zbuf_uring_backend_t be, size_t size, size_t count,
+                unsigned entries, bool udp)
+{
+    x->u = ut_engine(be);
+    cr_assert_eq(zbuf_pool_create(size, count, &x->pool), 0);
+    cr_assert_eq(zbuf_uring_bufring_create(x->u, x->pool, entries, &x->br), 0);
+    int a;
+    if (udp)
+        st_udp_pair(&a, &x->peer, false, NULL);
+    else
+        st_tcp_pair(&a, &x->peer);
+    cr_assert_eq(zbuf_uring_sock_open(x->u, a, NULL, &x->s), 0);
+}
+
+void ut_rx_close(struct ut_rx *x)
+{
+    if (x->peer >= 0)
+        close(x->peer);
+    cr_assert_eq(zbuf_uring_bufring_delete(x->br), -EBUSY, "the socket still uses the ring");
+    cr_assert_eq(zbuf_uring_sock_close(x->s, 1000, NULL, NULL), 0);
+    ut_run_until(x->u, no_sockets, x->u, 10000, "the close");
+    cr_assert_eq(zbuf_uring_bufring_delete(x->br), 0);
+    ut_destroy(x->u);
+    cr_assert_eq(zbuf_pool_available(x->pool), zbuf_pool_capacity(x->pool),
+                 "every buffer came back");
+    zbuf_pool_delete(x->pool);
+}
+
+void ut_log_line(void *arg, const char *line)
+{
+    struct ut_logged *l = arg;
+    l->lines++;
+    snprintf(l->last, sizeof l->last, "%s", line);
 }

@@ -48,6 +48,29 @@ struct ut_want {
     uint64_t bytes;
 };
 
+/* A receiving socket on the engine: a pool of `count` buffers of `size`
+ * bytes, a ring of `entries` (0: the pool's count) over it, and a loopback
+ * pair (TCP, or unconnected UDP) whose first end the engine owns as `s`. */
+struct ut_rx {
+    zbuf_uring_t *u;
+    struct zbuf_pool *pool;
+    zbuf_uring_bufring_t *br;
+    zbuf_uring_sock_t *s;
+    int peer;                     /* the other end, a plain socket */
+};
+void ut_rx_open(struct ut_rx *x, zbuf_uring_backend_t be, size_t size, size_t count,
+                unsigned entries, bool udp);
+/* Close everything, checking that the ring could not be deleted while the
+ * socket used it and that every buffer came back to the pool. */
+void ut_rx_close(struct ut_rx *x);
+
+/* Log callback collecting the engine's lines. */
+struct ut_logged {
+    int lines;
+    char last[400];
+};
+void ut_log_line(void *arg, const char *line);
+
 /* Send-callback recorder. */
 struct ut_sent {
     int calls;

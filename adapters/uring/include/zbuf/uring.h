@@ -59,8 +59,9 @@
  * datagram socket sends one request per zbuf (one zbuf is one datagram),
  * many in flight.
  *
- * A request of at least zbuf_uring_sock_opts_t::zc_min bytes, whose
- * segments average 4 KiB or more, on a socket opened with
+ * A request of at least zbuf_uring_sock_opts_t::zc_min bytes (64 KiB by
+ * default; zc_min_fixed, 8 KiB, when every byte lies in a registered
+ * pool), whose segments average 4 KiB or more, on a socket opened with
  * #ZBUF_URING_SOCK_ZEROCOPY is a zero-copy one
  * (`IORING_OP_SENDMSG_ZC`, or `IORING_OP_SEND_ZC` / `SENDMSG_ZC` on
  * registered buffers when every byte lies in a pool registered with
@@ -249,10 +250,14 @@ typedef enum zbuf_uring_backend {
  *  kernel as they happen rather than when the engine runs). */
 #define ZBUF_URING_NO_DEFER_TASKRUN 0x8u
 
-/** Default of zbuf_uring_opts_t::zc_min, from the measurement described in
- *  docs/benchmarks.md (section io_uring): the request size from which
- *  skipping the copy pays for the pinning and the notification. */
-#define ZBUF_URING_ZC_MIN_DEFAULT 16384u
+/** Default of zbuf_uring_opts_t::zc_min, measured (docs/benchmarks.md,
+ *  section io_uring): the request size from which a zero-copy send whose
+ *  pages the kernel must pin costs no more CPU than copying the bytes. */
+#define ZBUF_URING_ZC_MIN_DEFAULT 65536u
+/** Default of zbuf_uring_opts_t::zc_min_fixed, measured the same way: from
+ *  this size a zero-copy send on registered buffers (no pinning) costs less
+ *  CPU than copying. */
+#define ZBUF_URING_ZC_MIN_FIXED_DEFAULT 8192u
 
 /** Log callback of zbuf_uring_opts_t: one line, without a newline. */
 typedef void (*zbuf_uring_log_cb)(void *arg, const char *line);
@@ -266,6 +271,8 @@ typedef struct zbuf_uring_opts {
     size_t zc_min;        /**< default zbuf_uring_sock_opts_t::zc_min for the
                                engine's sockets; default
                                #ZBUF_URING_ZC_MIN_DEFAULT */
+    size_t zc_min_fixed;  /**< default zbuf_uring_sock_opts_t::zc_min_fixed;
+                               default #ZBUF_URING_ZC_MIN_FIXED_DEFAULT */
     zbuf_uring_log_cb log; /**< where the fallback line goes; NULL: standard
                                 error */
     void *log_arg;        /**< passed to @c log */
@@ -447,6 +454,17 @@ typedef struct zbuf_uring_bufring_stats {
  * of the payload in the same buffer); a longer datagram is truncated and
  * flagged `MSG_TRUNC`.
  *
+ * The ring holds only as many buffers as the traffic needs (twice what the
+ * kernel took between two runs, at least 32, deeper after it ran dry): the
+ * pool gives back its most recently returned buffers first, still in the
+ * cache, so the kernel's copy lands in warm memory.
+ *
+ * A received zbuf keeps its buffer until it is deleted, also while it waits
+ * in a send queue (an echo): a socket that sends back what it receives can
+ * hold every buffer of a shared ring while its peer, which needs a buffer to
+ * read the echo, waits for it.  Give such sides rings (and pools) of their
+ * own, or stop receiving while zbuf_uring_send_queued() is high.
+ *
  * On the epoll path there is no ring: the object names the pool that
  * `recv()` / `recvmmsg()` take their buffers from, with the same
  * exhaustion and resume behaviour.
@@ -503,6 +521,9 @@ typedef struct zbuf_uring_sock_opts {
     unsigned flags;          /**< ZBUF_URING_SOCK_* flags; default 0 (plain sends) */
     size_t zc_min;           /**< smallest request (bytes) sent zero-copy; default
                                   the engine's zbuf_uring_opts_t::zc_min */
+    size_t zc_min_fixed;     /**< the same for a request whose bytes all lie in a
+                                  registered pool; default the engine's
+                                  zbuf_uring_opts_t::zc_min_fixed */
     unsigned copied_limit;   /**< "copied" notifications in a row that turn zero
                                   copy off; default 1 */
     uint64_t reprobe_after;  /**< requests after which zero copy is tried again
@@ -745,8 +766,8 @@ ZBUF_URING_EXPORT int zbuf_uring_sock_close(zbuf_uring_sock_t *s, int timeout_ms
  *
  * Starts a thread (named `zbuf-uring-vx`) that owns an engine and serves
  * the routines' requests: zbufSockSend() and friends queue their zbuf on
- * the engine (zero copy from 16 KiB, adaptive) and wait until the kernel
- * has taken it; zbufSockRecv() and zbufSockRecvfrom() receive once into a
+ * the engine (zero copy from the engine's measured thresholds, adaptive)
+ * and wait until the kernel has taken it; zbufSockRecv() and zbufSockRecvfrom() receive once into a
  * provided buffer ring fed from a pool of 16 KiB buffers.  Free routines
  * run on that thread, at the notification.  The routines keep their
  * contract (ownership, errors, a zbuf sent whole); see
