@@ -95,35 +95,35 @@ done
 
 recv_modes="epoll"
 [ "$uring_ok" = 1 ] && recv_modes="epoll uring"
+
+# recv_pair KIND RUN MODE SIZE [-u]: a receiver of MODE on our CPU for DUR
+# seconds, the cheapest sender on the other for a second more.
+recv_pair() {
+  local kind=$1 run=$2 m=$3 size=$4; shift 4
+  rm -f "$out/port"
+  $me "$bin" recv "$@" -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
+  pid=$!
+  for i in $(seq 1 500); do [ -s "$out/port" ] && break; sleep 0.01; done
+  local bsize=$size
+  [ "$kind" = tcp ] && bsize=65536
+  $peer "$bin" blast "$@" -s "$bsize" -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" \
+    127.0.0.1 "$(cat "$out/port")" >/dev/null &
+  local bpid=$!
+  wait "$pid" || true
+  wait "$bpid" || true
+  local line
+  line=$(grep '^result' "$out/me.txt" || true)
+  [ -n "$line" ] && record "$kind" "$run" "$line"
+  return 0
+}
+
 want recv && echo "==> receive side: UDP sizes: $UDP_SIZES; TCP buffers: $TCP_BUFS" >&2
 want recv && for run in $(seq 1 "$RUNS"); do
   for size in $UDP_SIZES; do
-    for m in $recv_modes; do
-      rm -f "$out/port"
-      $me "$bin" recv -u -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
-      pid=$!
-      for i in $(seq 1 500); do [ -s "$out/port" ] && break; sleep 0.01; done
-      $peer "$bin" blast -u -s "$size" -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" 127.0.0.1 "$(cat "$out/port")" >/dev/null &
-      bpid=$!
-      wait "$pid" || true
-      wait "$bpid" || true
-      line=$(grep '^result' "$out/me.txt" || true)
-      [ -n "$line" ] && record udp "$run" "$line"
-    done
+    for m in $recv_modes; do recv_pair udp "$run" "$m" "$size" -u; done
   done
   for size in $TCP_BUFS; do
-    for m in $recv_modes; do
-      rm -f "$out/port"
-      $me "$bin" recv -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
-      pid=$!
-      for i in $(seq 1 500); do [ -s "$out/port" ] && break; sleep 0.01; done
-      $peer "$bin" blast -s 65536 -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" 127.0.0.1 "$(cat "$out/port")" >/dev/null &
-      bpid=$!
-      wait "$pid" || true
-      wait "$bpid" || true
-      line=$(grep '^result' "$out/me.txt" || true)
-      [ -n "$line" ] && record tcp "$run" "$line"
-    done
+    for m in $recv_modes; do recv_pair tcp "$run" "$m" "$size"; done
   done
 done
 
