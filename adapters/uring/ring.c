@@ -842,8 +842,9 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
 }
 
 /*
- * How many buffers the ring should hold: twice what the kernel took since
- * the last refill, at least ZU_RING_MIN, doubled after the ring ran dry.
+ * How many buffers the ring should hold: a quarter more than the kernel
+ * took since the last refill, at least ZU_RING_MIN, doubled after the ring
+ * ran dry.
  * Not all `entries`: the pool hands back its most recently returned
  * buffers first, still in the cache, and a ring kept just deep enough for
  * the traffic receives into those; a ring always full cycles through all
@@ -858,7 +859,7 @@ static unsigned ring_target(zbuf_uring_bufring_t *br)
     bool dry = br->st.empty != br->seen_empty;
     br->seen_consumed = br->st.consumed;
     br->seen_empty = br->st.empty;
-    uint64_t t = 2 * took;
+    uint64_t t = took + took / 4;
     if (dry)
         t = (uint64_t)br->target * 2;
     else if (t < br->target)

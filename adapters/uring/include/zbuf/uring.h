@@ -454,8 +454,9 @@ typedef struct zbuf_uring_bufring_stats {
  * of the payload in the same buffer); a longer datagram is truncated and
  * flagged `MSG_TRUNC`.
  *
- * The ring holds only as many buffers as the traffic needs (twice what the
- * kernel took between two runs, at least 32, deeper after it ran dry): the
+ * The ring holds only as many buffers as the traffic needs (a quarter more
+ * than the kernel took between two runs, at least 32, twice as many after
+ * it ran dry): the
  * pool gives back its most recently returned buffers first, still in the
  * cache, so the kernel's copy lands in warm memory.
  *
