@@ -481,3 +481,13 @@ zbuf_pool_quota_t *zbuf_buf_quota(const zbuf_buf_t *b)
 {
     return b != NULL && b->kind == ZBUF__BUF_POOL ? b->u.pool.quota : NULL;
 }
+
+int zbuf_pool_memory(const zbuf_pool_t *p, void **base, size_t *size)
+{
+    if (p == NULL || base == NULL || size == NULL)
+        return -EINVAL;
+    /* Buffer i's data is at hdrs[0].base + i * stride (zbuf_pool_create). */
+    *base = p->hdrs[0].base;
+    *size = p->count * p->stride;
+    return 0;
+}

@@ -14,6 +14,10 @@
  * socket is gone becomes a *zombie*: it forgets the number (its duplicate
  * keeps the old socket alive while sends are outstanding) and is closed once
  * nothing is outstanding.
+ *
+ * Another engine (zbuf-uring's) may take the sends and receives over
+ * (zbuf_sock_vx_set_engine()); a read lock held across each call lets the
+ * engine be swapped only when no routine is inside it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,6 +60,23 @@ static void default_opts(zbuf_sock_opts_t *o)
 {
     zbuf_sock_opts_init(o);
     o->flags = ZBUF_SOCK_ZEROCOPY | ZBUF_SOCK_THREAD | ZBUF_SOCK_HOLD_FD;
+}
+
+/* The engine the routines run on, if any (zbuf_sock_vx_set_engine()). */
+static pthread_rwlock_t engine_lock = PTHREAD_RWLOCK_INITIALIZER;
+static zbuf_sock_vx_engine_t engine;
+static bool engine_on;
+
+int zbuf_sock_vx_set_engine(const zbuf_sock_vx_engine_t *e)
+{
+    if (e != NULL && (e->send == NULL || e->recv == NULL))
+        return -EINVAL;
+    pthread_rwlock_wrlock(&engine_lock);
+    engine_on = e != NULL;
+    if (e != NULL)
+        engine = *e;
+    pthread_rwlock_unlock(&engine_lock);
+    return 0;
 }
 
 /* Under vx.lock. */
@@ -213,7 +234,21 @@ static int wait_writable(int fd)
  * -EWOULDBLOCK when nothing was sent on a non-blocking socket (z untouched),
  * or another negative errno (z holds what was not sent).
  */
+static ssize_t send_plain(int fd, zbuf_t *z, int flags, bool dgram, const struct sockaddr *to,
+                          socklen_t tolen);
+
 static ssize_t send_whole(int fd, zbuf_t *z, int flags, bool dgram, const struct sockaddr *to,
+                          socklen_t tolen)
+{
+    ssize_t r = -ENOSYS;
+    pthread_rwlock_rdlock(&engine_lock);
+    if (engine_on)
+        r = engine.send(engine.ctx, fd, z, flags, dgram, to, tolen);
+    pthread_rwlock_unlock(&engine_lock);
+    return r != -ENOSYS ? r : send_plain(fd, z, flags, dgram, to, tolen);
+}
+
+static ssize_t send_plain(int fd, zbuf_t *z, int flags, bool dgram, const struct sockaddr *to,
                           socklen_t tolen)
 {
     size_t total = zbuf_length(z);
@@ -366,6 +401,36 @@ int zbufSockBufSendto(int s, char *buf, int bufLen, VOIDFUNCPTR freeRtn, intptr_
     return buf_send(s, buf, bufLen, freeRtn, freeArg, flags, true, to, to ? tolen : 0);
 }
 
+/*
+ * A receive through the engine.  For a stream, *z is the zbuf the caller
+ * made: on success the engine's zbuf replaces it.  For a datagram, m gets
+ * the zbuf and the sender.  -ENOSYS: no engine, or it declined.
+ */
+static ssize_t engine_recv(int fd, size_t max, int flags, bool dgram, zbuf_t **z,
+                           zbuf_sock_msg_t *m)
+{
+    ssize_t r = -ENOSYS;
+    zbuf_t *got = NULL;
+    struct sockaddr_storage from = { 0 };
+    socklen_t fromlen = 0;
+    pthread_rwlock_rdlock(&engine_lock);
+    if (engine_on)
+        r = engine.recv(engine.ctx, fd, max, flags, dgram, &got, &from, &fromlen);
+    pthread_rwlock_unlock(&engine_lock);
+    if (r < 0 || got == NULL)
+        return r;
+    if (dgram) {
+        m->z = got;
+        m->addr = from;
+        m->addrlen = fromlen;
+        m->flags = 0;
+    } else {
+        zbuf_delete(*z);
+        *z = got;
+    }
+    return r;
+}
+
 ZBUF_ID zbufSockRecv(int s, int flags, int *pLen)
 {
     if (pLen == NULL || *pLen <= 0) {
@@ -380,7 +445,9 @@ ZBUF_ID zbufSockRecv(int s, int flags, int *pLen)
         errno = -e;
         return NULL;
     }
-    ssize_t r = zbuf_sock_recv(s, vx.pool, (size_t)*pLen, flags, z);
+    ssize_t r = engine_recv(s, (size_t)*pLen, flags, false, &z, NULL);
+    if (r == -ENOSYS)
+        r = zbuf_sock_recv(s, vx.pool, (size_t)*pLen, flags, z);
     if (r == -ENOBUFS) /* the pool is lent out: library buffers then */
         r = zbuf_sock_recv(s, NULL, (size_t)*pLen, flags, z);
     if (r <= 0) {
@@ -404,8 +471,10 @@ ZBUF_ID zbufSockRecvfrom(int s, int flags, int *pLen, struct sockaddr *from, int
         errno = -e;
         return NULL;
     }
-    zbuf_sock_msg_t m;
-    ssize_t r = zbuf_sock_recvfrom(s, vx.pool, (size_t)*pLen, flags, &m);
+    zbuf_sock_msg_t m = { .z = NULL };
+    ssize_t r = engine_recv(s, (size_t)*pLen, flags, true, &m.z, &m);
+    if (r == -ENOSYS)
+        r = zbuf_sock_recvfrom(s, vx.pool, (size_t)*pLen, flags, &m);
     if (r == -ENOBUFS || r == -EINVAL)
         r = zbuf_sock_recvfrom(s, NULL, (size_t)*pLen, flags, &m);
     if (r < 0) {

@@ -253,6 +253,23 @@ ZBUF_EXPORT size_t zbuf_pool_available(const zbuf_pool_t *p);
 /** @brief Total number of buffers of @p p. */
 ZBUF_EXPORT size_t zbuf_pool_capacity(const zbuf_pool_t *p);
 
+/**
+ * @brief The one run of memory that holds the data of every buffer of @p p.
+ *
+ * For registering a pool with the kernel once instead of at every I/O
+ * (io_uring fixed buffers: zbuf_uring_register_pool() in zbuf-uring).  The
+ * run is fixed for the pool's life: buffer @c i of the pool starts at a
+ * 64-byte aligned offset of it and ends within it.  It is the pool's own
+ * memory: it stays valid until the pool is freed (zbuf_pool_delete() and
+ * the return of the last buffer).
+ *
+ * @param p  the pool (borrowed).
+ * @param[out] base  receives the first byte.
+ * @param[out] size  receives the length in bytes.
+ * @return 0; `-EINVAL` for a NULL argument.
+ */
+ZBUF_EXPORT int zbuf_pool_memory(const zbuf_pool_t *p, void **base, size_t *size);
+
 #ifdef __cplusplus
 }
 #endif

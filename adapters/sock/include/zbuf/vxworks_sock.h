@@ -38,7 +38,9 @@
  * sends on it are outstanding, so a program may `close()` a socket right
  * after sending: the connection closes for real once the kernel has
  * released the buffers (or is aborted after 10 s without progress).
- * zbuf_sock_vx_configure() changes these choices.
+ * zbuf_sock_vx_configure() changes these choices.  The routines can also
+ * run on zbuf-uring's io_uring engine, selected by calling
+ * zbuf_uring_vx_init() once at start (zbuf_sock_vx_set_engine()).
  *
  * **Receive.**  zbufSockRecv() and zbufSockRecvfrom() receive into buffers
  * of a library pool (library heap buffers when the pool is empty): the
@@ -49,6 +51,7 @@
 #ifndef ZBUF_VXWORKS_SOCK_H
 #define ZBUF_VXWORKS_SOCK_H
 
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <zbuf/sock.h>
 #include <zbuf/vxworks.h>
@@ -153,6 +156,49 @@ ZBUF_SOCK_EXPORT ZBUF_ID zbufSockRecvfrom(int s, int flags, int *pLen, struct so
  * @return 0; `-EINVAL` (the modern convention: this is a libzbuf name).
  */
 ZBUF_SOCK_EXPORT int zbuf_sock_vx_configure(const zbuf_sock_opts_t *o);
+
+/**
+ * @brief libzbuf extension: another engine the routines above run on.
+ *
+ * zbuf_uring_vx_init() of zbuf-uring installs one, so that the routines
+ * send and receive through io_uring; applications do not fill this in
+ * themselves.  Each function may answer `-ENOSYS` ("not this one"): the
+ * routine then does the work on its own socket path, as without an engine.
+ */
+typedef struct zbuf_sock_vx_engine {
+    /**
+     * Send all of @p z on the stream socket @p fd, or @p z as one datagram
+     * (to @p to, or the connected peer when NULL).  @p z is borrowed and
+     * keeps what was not sent.  Returns the bytes sent; `-EWOULDBLOCK` when
+     * a non-blocking socket took nothing (@p z unchanged); `-ETIMEDOUT`
+     * when part was sent and the rest was not taken within 30 s; another
+     * negative errno; `-ENOSYS`.
+     */
+    ssize_t (*send)(void *ctx, int fd, zbuf_t *z, int flags, bool dgram,
+                    const struct sockaddr *to, socklen_t tolen);
+    /**
+     * Receive up to @p max bytes (stream) or one datagram of at most
+     * @p max bytes into a new zbuf stored in @p *out (which the caller
+     * deletes), with the sender in @p from / @p fromlen for a datagram.
+     * Returns the bytes received; 0 at the end of a stream (@p *out NULL);
+     * a negative errno (`-EWOULDBLOCK` ...); `-ENOSYS`.
+     */
+    ssize_t (*recv)(void *ctx, int fd, size_t max, int flags, bool dgram, zbuf_t **out,
+                    struct sockaddr_storage *from, socklen_t *fromlen);
+    /** Passed to both. */
+    void *ctx;
+} zbuf_sock_vx_engine_t;
+
+/**
+ * @brief libzbuf extension: run the routines on @p e from now on (NULL:
+ *        back to their own socket path).
+ *
+ * Waits until no routine is inside the previous engine, so that the
+ * caller may then tear that engine down.  @p e is copied.
+ *
+ * @return 0; `-EINVAL` (a function missing).
+ */
+ZBUF_SOCK_EXPORT int zbuf_sock_vx_set_engine(const zbuf_sock_vx_engine_t *e);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,533 @@
+/*
+ * bench_uring: the io_uring engine against the epoll path, MSG_ZEROCOPY and
+ * plain copying sends, on loopback (scripts/bench-uring.sh runs it; results
+ * in docs/benchmarks.md, section io_uring).
+ *
+ *   bench_uring sink  [-b sockbuf] [-p portfile] port
+ *       TCP: accept one connection, discard with recv(MSG_TRUNC) 1 MiB at a
+ *       time until end of stream (the cheapest receiver: the sender limits).
+ *   bench_uring send  -m MODE -s size -t seconds [-b sockbuf] [-c] host port
+ *       TCP sender.  Messages of `size` bytes, each a zbuf sharing one
+ *       master buffer (zbuf_dup()), kept queued up to a high-water mark.
+ *       MODE: copy            send() of one buffer per message (BSD sockets)
+ *             epoll           the engine on the epoll path: one sendmsg()
+ *                             per zbuf, through zbuf-sock
+ *             msgzc           the same with MSG_ZEROCOPY (adaptive)
+ *             uring           the engine on io_uring, plain requests
+ *             uring-zc        io_uring, SEND_ZC / SENDMSG_ZC (adaptive)
+ *             uring-zc-fixed  the same, the master in a registered pool
+ *             msgzc-always, uring-zc-always, uring-zc-fixed-always
+ *                             zero copy kept on whatever the kernel says
+ *   bench_uring recv  -m MODE -s size -t seconds [-b rcvbuf] [-p portfile] [-u] port
+ *       Receiver: TCP (or UDP with -u) into pool buffers of `size` bytes,
+ *       each zbuf deleted at once.  MODE: epoll (recv() / recvmmsg() into
+ *       the pool, through zbuf-sock), uring (multishot receive into a
+ *       provided buffer ring fed from the pool).
+ *   bench_uring blast -s size -t seconds [-u] host port
+ *       The cheapest sender for receive measurements: TCP sendfile() of a
+ *       memfd, or UDP sendmmsg() of 64 datagrams of `size` per call.
+ *   bench_uring dsend -m MODE -s size -t seconds [-c] host port
+ *       UDP sender for a destination behind a dummy interface (the script
+ *       makes one in a network namespace of its own): the kernel frees each
+ *       packet at once without copying it, as a NIC's completion would, so
+ *       zero copy really happens and its cost can be set against the copy's.
+ *       MODE: uring, uring-zc (adaptive), uring-zc-always,
+ *       uring-zc-fixed-always.
+ *   -c (send, dsend): messages from 64 MiB of buffers in turn, cold in the
+ *       cache like fresh data, instead of one master sent over and over.
+ *   -z bytes (send, dsend): the sockets' zc_min (the calibration lowers it
+ *       to see zero copy at every size).
+ *   bench_uring memcpy -s size
+ *       Nanoseconds per byte of memcpy() at that size (cache-cold source),
+ *       the copy a zero-copy send saves.
+ *   bench_uring probe
+ *       What zbuf_uring_probe() finds; exit status 1 when io_uring is unusable.
+ *
+ * The last line of every role is machine-readable:
+ *   result role=R mode=M size=N seconds=S bytes=B msgs=K cpu=C [extra...]
+ * where C is the process's user+system CPU seconds during the run.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zbuf/uring.h>
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+_Noreturn static void die(const char *what, int err)
+{
+    fprintf(stderr, "bench_uring: %s: %s\n", what, strerror(err < 0 ? -err : err));
+    exit(1);
+}
+
+_Noreturn static void usage(void)
+{
+    fprintf(stderr,
+            "usage: bench_uring sink [-b sockbuf] [-p portfile] port\n"
+            "       bench_uring send -m MODE -s size -t seconds [-b sockbuf] host port\n"
+            "       bench_uring recv -m epoll|uring -s size -t seconds [-b rcvbuf] [-p portfile] "
+            "[-u] port\n"
+            "       bench_uring blast -s size -t seconds [-u] host port\n"
+            "       bench_uring dsend -m MODE -s size -t seconds host port\n"
+            "       bench_uring memcpy -s size\n"
+            "       bench_uring probe\n");
+    exit(2);
+}
+
+static struct {
+    const char *mode;
+    size_t size;
+    double seconds;
+    int sockbuf;
+    const char *portfile;
+    bool udp;
+    bool cold;
+    size_t zc_min;               /* -z: the sockets' zc_min (0: the default) */
+} opt = { .mode = "uring", .size = 65536, .seconds = 2 };
+
+static void bufsize(int fd, int which, int n)
+{
+    if (n <= 0)
+        return;
+    /* Past net.core.[rw]mem_max where allowed (CAP_NET_ADMIN), so that a
+     * receive side is not measured dropping datagrams it had no room for. */
+    int force = which == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
+    if (setsockopt(fd, SOL_SOCKET, force, &n, sizeof n) != 0 &&
+        setsockopt(fd, SOL_SOCKET, which, &n, sizeof n) != 0)
+        die("setsockopt", errno);
+}
+
+static void write_port(int fd)
+{
+    if (opt.portfile == NULL)
+        return;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp", opt.portfile);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL || fprintf(f, "%d\n", ntohs(sa.sin_port)) < 0 || fclose(f) != 0 ||
+        rename(tmp, opt.portfile) != 0)
+        die(opt.portfile, errno);
+}
+
+static int bound(int type, int port)
+{
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        die("bind", errno);
+    return fd;
+}
+
+static int connected(int type, const char *host, int port)
+{
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        die(host, EINVAL);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        die("connect", errno);
+    return fd;
+}
+
+static void result(const char *role, uint64_t bytes, uint64_t msgs, double secs, double cpu,
+                   const char *extra)
+{
+    printf("result role=%s mode=%s size=%zu seconds=%.4f bytes=%llu msgs=%llu cpu=%.4f%s%s\n",
+           role, opt.mode, opt.size, secs, (unsigned long long)bytes, (unsigned long long)msgs,
+           cpu, extra[0] ? " " : "", extra);
+}
+
+/* ------------------------------------------------------------------ sink */
+
+static int role_sink(int port)
+{
+    int l = bound(SOCK_STREAM, port);
+    bufsize(l, SO_RCVBUF, opt.sockbuf);
+    if (listen(l, 1) != 0)
+        die("listen", errno);
+    write_port(l);
+    int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        die("accept", errno);
+    double t0 = now_s(), c0 = cpu_s();
+    uint64_t bytes = 0;
+    for (;;) {
+        ssize_t r = recv(fd, NULL, 1 << 20, MSG_TRUNC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        bytes += (uint64_t)r;
+    }
+    result("sink", bytes, 0, now_s() - t0, cpu_s() - c0, "");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ send */
+
+static bool has(const char *s)
+{
+    return strstr(opt.mode, s) != NULL;
+}
+
+static int send_copy(int fd)
+{
+    char *buf = malloc(opt.size);
+    memset(buf, 'z', opt.size);
+    double t0 = now_s(), c0 = cpu_s(), end = t0 + opt.seconds;
+    uint64_t msgs = 0;
+    while (now_s() < end) {
+        for (int i = 0; i < 64; i++) {
+            for (size_t off = 0; off < opt.size;) {
+                ssize_t w = send(fd, buf + off, opt.size - off, MSG_NOSIGNAL);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    die("send", errno);
+                off += (size_t)w;
+            }
+            msgs++;
+        }
+    }
+    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    shutdown(fd, SHUT_WR);
+    char c;
+    while (recv(fd, &c, 1, 0) > 0)
+        ;
+    result("send", msgs * opt.size, msgs, secs, cpu, "");
+    free(buf);
+    return 0;
+}
+
+static int role_send(const char *host, int port)
+{
+    signal(SIGPIPE, SIG_IGN);
+    int fd = connected(opt.udp ? SOCK_DGRAM : SOCK_STREAM, host, port);
+    bufsize(fd, SO_SNDBUF, opt.sockbuf);
+    if (strcmp(opt.mode, "copy") == 0)
+        return send_copy(fd);
+    zbuf_uring_opts_t eo;
+    zbuf_uring_opts_init(&eo);
+    eo.flags = strncmp(opt.mode, "uring", 5) == 0 ? ZBUF_URING_NO_FALLBACK : ZBUF_URING_FORCE_EPOLL;
+    zbuf_uring_t *u;
+    int rc = zbuf_uring_create(&eo, &u);
+    if (rc < 0)
+        die("zbuf_uring_create", rc);
+    /* The master messages, in pool buffers (registered in the fixed modes):
+     * one, sent over and over (the blaster), or with -c enough to cover
+     * 64 MiB, sent in turn, so that every message is cold in the cache as
+     * fresh data would be. */
+    size_t nmaster = 1;
+    if (opt.cold) {
+        nmaster = (64u << 20) / opt.size;
+        nmaster = nmaster < 1 ? 1 : nmaster > 16384 ? 16384 : nmaster;
+    }
+    zbuf_pool_t *pool;
+    if ((rc = zbuf_pool_create(opt.size, nmaster, &pool)) < 0)
+        die("zbuf_pool_create", rc);
+    zbuf_t **masters = calloc(nmaster, sizeof *masters);
+    for (size_t i = 0; i < nmaster; i++) {
+        zbuf_buf_t *mb;
+        zbuf_pool_get(pool, &mb);
+        memset(zbuf_buf_data(mb), 'z', opt.size);
+        zbuf_create(&masters[i]);
+        zbuf_append_ref(masters[i], mb, 0, opt.size);
+        zbuf_buf_unref(mb);
+    }
+    size_t next_master = 0;
+    if (has("fixed") && (rc = zbuf_uring_register_pool(u, pool)) < 0)
+        die("zbuf_uring_register_pool", rc);
+    zbuf_uring_sock_opts_t so;
+    zbuf_uring_sock_opts_init(&so);
+    if (has("zc"))
+        so.flags |= ZBUF_URING_SOCK_ZEROCOPY;
+    if (has("always"))
+        so.flags |= ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    so.zc_min = opt.zc_min;
+    zbuf_uring_sock_t *s;
+    if ((rc = zbuf_uring_sock_open(u, fd, &so, &s)) < 0)
+        die("zbuf_uring_sock_open", rc);
+    size_t hiwat = 4 * opt.size > (256u << 10) ? 4 * opt.size : (256u << 10);
+    if (opt.udp)
+        hiwat = 64 * opt.size; /* as many datagrams as may be in flight */
+    double t0 = now_s(), c0 = cpu_s(), end = t0 + opt.seconds;
+    while (now_s() < end) {
+        while (zbuf_uring_send_queued(s) < hiwat) {
+            zbuf_t *z;
+            zbuf_t *master = masters[next_master++ % nmaster];
+            if ((rc = zbuf_dup(master, 0, ZBUF_TO_END, &z)) < 0)
+                die("zbuf_dup", rc);
+            if ((rc = zbuf_uring_send(s, z, 0, NULL, NULL)) < 0)
+                die("zbuf_uring_send", rc);
+        }
+        if ((rc = zbuf_uring_run(u, 100)) < 0 && rc != -EINTR)
+            die("zbuf_uring_run", rc);
+    }
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    uint64_t msgs = st.messages_sent;
+    char extra[256];
+    zbuf_uring_stats_t es;
+    zbuf_uring_get_stats(u, &es);
+    snprintf(extra, sizeof extra,
+             "requests=%llu zc_requests=%llu fixed=%llu copied=%llu zc_on=%d enters=%llu",
+             (unsigned long long)st.sends, (unsigned long long)st.zc_sends,
+             (unsigned long long)st.zc_fixed_sends, (unsigned long long)st.zc_copied,
+             st.zerocopy_on, (unsigned long long)es.enters);
+    /* Drain (not timed), then close and wait for the sink to finish. */
+    zbuf_uring_sock_close(s, 5000, NULL, NULL);
+    while (zbuf_uring_sock_count(u) > 0)
+        zbuf_uring_run(u, 100);
+    result(opt.udp ? "dsend" : "send", msgs * opt.size, msgs, secs, cpu, extra);
+    for (size_t i = 0; i < nmaster; i++)
+        zbuf_delete(masters[i]);
+    free(masters);
+    zbuf_uring_destroy(u, 1000);
+    zbuf_pool_delete(pool);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ recv */
+
+struct rcount {
+    uint64_t bytes, msgs;
+    bool end;
+};
+
+static void on_recv(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring_rx_t *rx,
+                    void *arg)
+{
+    (void)s;
+    (void)rx;
+    struct rcount *c = arg;
+    if (z == NULL) {
+        c->end = true;
+        return;
+    }
+    c->bytes += (uint64_t)n;
+    c->msgs++;
+    zbuf_delete(z); /* the buffer goes back to the pool */
+}
+
+static int role_recv(int port)
+{
+    int fd;
+    if (opt.udp) {
+        fd = bound(SOCK_DGRAM, port);
+        bufsize(fd, SO_RCVBUF, opt.sockbuf > 0 ? opt.sockbuf : 8 << 20);
+        write_port(fd);
+    } else {
+        int l = bound(SOCK_STREAM, port);
+        bufsize(l, SO_RCVBUF, opt.sockbuf);
+        if (listen(l, 1) != 0)
+            die("listen", errno);
+        write_port(l);
+        fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            die("accept", errno);
+        close(l);
+    }
+    zbuf_uring_opts_t eo;
+    zbuf_uring_opts_init(&eo);
+    eo.flags = strcmp(opt.mode, "uring") == 0 ? ZBUF_URING_NO_FALLBACK : ZBUF_URING_FORCE_EPOLL;
+    zbuf_uring_t *u;
+    int rc = zbuf_uring_create(&eo, &u);
+    if (rc < 0)
+        die("zbuf_uring_create", rc);
+    /* Room for a datagram and the kernel's header in front of it. */
+    size_t bsz = opt.udp ? opt.size + 144 : opt.size;
+    /* 32 MiB of buffers (64 to 4096 of them): more than a socket queue
+     * holds, so that a burst does not empty the ring. */
+    size_t nbufs = (32u << 20) / bsz;
+    nbufs = nbufs < 64 ? 64 : nbufs > 4096 ? 4096 : nbufs;
+    zbuf_pool_t *pool;
+    if ((rc = zbuf_pool_create(bsz, nbufs, &pool)) < 0)
+        die("zbuf_pool_create", rc);
+    zbuf_uring_bufring_t *br;
+    if ((rc = zbuf_uring_bufring_create(u, pool, 0, &br)) < 0)
+        die("zbuf_uring_bufring_create", rc);
+    zbuf_uring_sock_t *s;
+    if ((rc = zbuf_uring_sock_open(u, fd, NULL, &s)) < 0)
+        die("zbuf_uring_sock_open", rc);
+    struct rcount c = { 0 };
+    if ((rc = zbuf_uring_recv_start(s, br, on_recv, &c)) < 0)
+        die("zbuf_uring_recv_start", rc);
+    /* The clock starts at the first byte. */
+    while (c.bytes == 0 && !c.end)
+        zbuf_uring_run(u, 1000);
+    double t0 = now_s(), c0 = cpu_s();
+    uint64_t b0 = c.bytes, m0 = c.msgs;
+    double end = t0 + opt.seconds;
+    while (!c.end && now_s() < end)
+        zbuf_uring_run(u, 100);
+    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    char extra[160];
+    snprintf(extra, sizeof extra, "rearms=%llu nobufs=%llu", (unsigned long long)st.recv_rearms,
+             (unsigned long long)st.recv_nobufs);
+    result("recv", c.bytes - b0, c.msgs - m0, secs, cpu, extra);
+    zbuf_uring_sock_close(s, 0, NULL, NULL);
+    while (zbuf_uring_sock_count(u) > 0)
+        zbuf_uring_run(u, 100);
+    zbuf_uring_bufring_delete(br);
+    zbuf_uring_destroy(u, 0);
+    zbuf_pool_delete(pool);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- blast */
+
+static int role_blast(const char *host, int port)
+{
+    signal(SIGPIPE, SIG_IGN);
+    double end = now_s() + opt.seconds;
+    uint64_t bytes = 0;
+    if (opt.udp) {
+        int fd = connected(SOCK_DGRAM, host, port);
+        char *buf = calloc(1, opt.size);
+        struct mmsghdr mm[64];
+        struct iovec iov = { .iov_base = buf, .iov_len = opt.size };
+        for (int i = 0; i < 64; i++)
+            mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
+        while (now_s() < end) {
+            int r = sendmmsg(fd, mm, 64, 0);
+            if (r > 0)
+                bytes += (uint64_t)r * opt.size;
+        }
+        free(buf);
+        close(fd);
+    } else {
+        int fd = connected(SOCK_STREAM, host, port);
+        int mfd = memfd_create("bench_uring", 0);
+        size_t chunk = 4u << 20;
+        if (mfd < 0 || ftruncate(mfd, (off_t)chunk) != 0)
+            die("memfd", errno);
+        char *m = mmap(NULL, chunk, PROT_WRITE, MAP_SHARED, mfd, 0);
+        memset(m, 'z', chunk);
+        munmap(m, chunk);
+        while (now_s() < end) {
+            off_t off = 0;
+            ssize_t r = sendfile(fd, mfd, &off, chunk);
+            if (r <= 0)
+                break;
+            bytes += (uint64_t)r;
+        }
+        close(fd);
+        close(mfd);
+    }
+    result("blast", bytes, 0, opt.seconds, 0, "");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- memcpy */
+
+static int role_memcpy(void)
+{
+    /* A source larger than the caches, walked in messages of `size`. */
+    size_t span = 256u << 20;
+    char *src = malloc(span), *dst = malloc(opt.size);
+    memset(src, 1, span);
+    memset(dst, 0, opt.size);
+    uint64_t bytes = 0;
+    double t0 = now_s(), end = t0 + 1.0;
+    size_t off = 0;
+    while (now_s() < end) {
+        for (int i = 0; i < 64; i++) {
+            if (off + opt.size > span)
+                off = 0;
+            memcpy(dst, src + off, opt.size);
+            off += opt.size;
+            bytes += opt.size;
+        }
+    }
+    double secs = now_s() - t0;
+    char extra[64];
+    snprintf(extra, sizeof extra, "ns_per_byte=%.5f", secs * 1e9 / (double)bytes);
+    result("memcpy", bytes, bytes / opt.size, secs, secs, extra);
+    if (dst[0] == 7)
+        puts(""); /* keep the copies */
+    free(src);
+    free(dst);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        usage();
+    const char *role = argv[1];
+    int o;
+    optind = 2;
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:")) != -1) {
+        switch (o) {
+        case 'm': opt.mode = optarg; break;
+        case 's': opt.size = strtoul(optarg, NULL, 0); break;
+        case 't': opt.seconds = atof(optarg); break;
+        case 'b': opt.sockbuf = atoi(optarg); break;
+        case 'p': opt.portfile = optarg; break;
+        case 'u': opt.udp = true; break;
+        case 'c': opt.cold = true; break;
+        case 'z': opt.zc_min = strtoul(optarg, NULL, 0); break;
+        default: usage();
+        }
+    }
+    if (opt.size == 0)
+        usage();
+    if (strcmp(role, "memcpy") == 0)
+        return role_memcpy();
+    if (strcmp(role, "probe") == 0) {
+        zbuf_uring_probe_t p;
+        zbuf_uring_probe(&p);
+        printf("usable=%d send_zc=%d report_usage=%d fixed_vectored=%d reason=%s\n", p.usable,
+               p.send_zc, p.zc_report_usage, p.zc_fixed_vectored, p.reason);
+        return p.usable ? 0 : 1;
+    }
+    if (strcmp(role, "sink") == 0 && optind + 1 == argc)
+        return role_sink(atoi(argv[optind]));
+    if (strcmp(role, "recv") == 0 && optind + 1 == argc)
+        return role_recv(atoi(argv[optind]));
+    if (strcmp(role, "send") == 0 && optind + 2 == argc)
+        return role_send(argv[optind], atoi(argv[optind + 1]));
+    if (strcmp(role, "dsend") == 0 && optind + 2 == argc) {
+        opt.udp = true;
+        return role_send(argv[optind], atoi(argv[optind + 1]));
+    }
+    if (strcmp(role, "blast") == 0 && optind + 2 == argc)
+        return role_blast(argv[optind], atoi(argv[optind + 1]));
+    usage();
+}

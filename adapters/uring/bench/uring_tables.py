@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Tables of scripts/bench-uring.sh: reads results.txt (key=value lines),
+prints the markdown tables of docs/benchmarks.md (section io_uring):
+medians over repetitions; ratios as the median over repetitions of the
+ratio measured within one repetition (drift in machine load cancels), with
+the interquartile range of that ratio (the noise); the targets of the
+issue with the numbers that decide them; and the zero-copy threshold
+estimated from the measured costs.
+
+usage: uring_tables.py results.txt
+"""
+import statistics
+import sys
+
+rows = []
+machine = {}
+for line in open(sys.argv[1]):
+    kv = dict(f.split('=', 1) for f in line.split() if '=' in f)
+    if line.startswith('machine'):
+        machine = kv
+        continue
+    for k in ('size', 'bytes', 'msgs'):
+        kv[k] = int(kv[k])
+    for k in ('seconds', 'cpu'):
+        kv[k] = float(kv[k])
+    rows.append(kv)
+
+
+def metric(r, what):
+    if what == 'msgs':   # messages per second
+        return r['msgs'] / r['seconds'] if r['seconds'] > 0 else float('nan')
+    if what == 'mbs':    # MB per second
+        return r['bytes'] / r['seconds'] / 1e6 if r['seconds'] > 0 else float('nan')
+    if what == 'cpumb':  # MB per CPU-second of the side under test
+        return r['bytes'] / r['cpu'] / 1e6 if r['cpu'] > 0 else float('nan')
+    if what == 'nsmsg':  # CPU nanoseconds per message
+        return r['cpu'] * 1e9 / r['msgs'] if r['msgs'] > 0 else float('nan')
+    raise KeyError(what)
+
+
+def vals(kind, size, mode, what):
+    return {r['run']: metric(r, what) for r in rows
+            if r['kind'] == kind and r['size'] == size and r['mode'] == mode}
+
+
+def med(kind, size, mode, what):
+    v = [x for x in vals(kind, size, mode, what).values() if x == x]
+    return statistics.median(v) if v else float('nan')
+
+
+def ratios(kind, size, mode, base, what):
+    a, b = vals(kind, size, mode, what), vals(kind, size, base, what)
+    return sorted(a[k] / b[k] for k in a if k in b and a[k] > 0 and b[k] > 0)
+
+
+def ratio(kind, size, mode, base, what):
+    r = ratios(kind, size, mode, base, what)
+    return statistics.median(r) if r else float('nan')
+
+
+def iqr(kind, size, mode, base, what):
+    r = ratios(kind, size, mode, base, what)
+    if len(r) < 4:
+        return f"{min(r):.2f} .. {max(r):.2f}" if r else "n/a"
+    q = statistics.quantiles(r, n=4)
+    return f"{q[0]:.2f} .. {q[2]:.2f}"
+
+
+def sizes(kind):
+    return sorted({r['size'] for r in rows if r['kind'] == kind})
+
+
+def modes(kind):
+    seen = []
+    for r in rows:
+        if r['kind'] == kind and r['mode'] not in seen:
+            seen.append(r['mode'])
+    return seen
+
+
+def human(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10} KiB"
+    return f"{n} B"
+
+
+def num(x, digits=0):
+    if x != x:
+        return "-"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e4:
+        return f"{x / 1e3:.0f} k"
+    return f"{x:.{digits}f}"
+
+
+runs = len({r['run'] for r in rows if r['kind'] != 'memcpy'})
+print(f"Machine: {machine.get('cpus', '?')} CPUs, kernel {machine.get('kernel', '?')}, "
+      f"load average {machine.get('load', '?')} at the start; {runs} repetitions.\n")
+
+targets = []
+ADAPTIVE = ['epoll', 'msgzc', 'uring', 'uring-zc', 'uring-zc-fixed']
+
+if sizes('send'):
+    ms = modes('send')
+    print("#### Send side, TCP (receiver discards): messages per second, medians\n")
+    print("| message | " + " | ".join(ms) + " | uring / epoll | IQR |")
+    print("| --- |" + " ---: |" * (len(ms) + 2))
+    for s in sizes('send'):
+        cells = [num(med('send', s, m, 'msgs')) for m in ms]
+        r = ratio('send', s, 'uring', 'epoll', 'msgs')
+        print(f"| {human(s)} | " + " | ".join(cells) +
+              f" | {r:.2f}x | {iqr('send', s, 'uring', 'epoll', 'msgs')} |")
+        if s <= 1024 and 'uring' in ms:
+            targets.append((f"io_uring message rate >= 1.3x the epoll path, {human(s)}",
+                            r, r >= 1.3))
+    print()
+    print("#### Send side: MB per CPU-second of the sender, medians, and ratio to `copy`\n")
+    print("| message | " + " | ".join(ms) + " |")
+    print("| --- |" + " ---: |" * len(ms))
+    for s in sizes('send'):
+        cells = []
+        for m in ms:
+            v = med('send', s, m, 'cpumb')
+            rr = ratio('send', s, m, 'copy', 'cpumb')
+            cells.append(f"{num(v)}" + ("" if m == 'copy' else f" ({rr:.2f}x)"))
+        print(f"| {human(s)} | " + " | ".join(cells) + " |")
+    print()
+
+    def worst(s, pairs):
+        """The lowest paired ratio (MB per CPU-s) among (mode, base) pairs."""
+        best = None
+        for m, b in pairs:
+            if m not in ms or b not in ms:
+                continue
+            r = ratio('send', s, m, b, 'cpumb')
+            if r == r and (best is None or r < best[1]):
+                best = (f"{m} / {b}", r)
+        return best
+
+    groups = (
+        ("io_uring modes / copy", [('uring', 'copy'), ('uring-zc', 'copy'),
+                                   ('uring-zc-fixed', 'copy')]),
+        ("epoll path / copy", [('epoll', 'copy'), ('msgzc', 'copy')]),
+        ("adaptive zero copy / its plain path", [('uring-zc', 'uring'),
+                                                 ('uring-zc-fixed', 'uring'),
+                                                 ('msgzc', 'epoll')]),
+    )
+    print("#### Send side: the lowest ratio of each group (MB per CPU-second)\n")
+    print("| message | " + " | ".join(g for g, _ in groups) + " |")
+    print("| --- |" + " --- |" * len(groups))
+    for s in sizes('send'):
+        cells = []
+        for g, pairs in groups:
+            w = worst(s, pairs)
+            cells.append(f"{w[1]:.2f}x ({w[0]})" if w else "-")
+            if w:
+                targets.append((f"{g} >= 0.95x, {human(s)}", w[1], w[1] >= 0.95))
+        print(f"| {human(s)} | " + " | ".join(cells) + " |")
+    print()
+
+for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods with sendmmsg)', 'datagram'),
+                          ('tcp', 'Receive side, TCP (sender uses sendfile)', 'pool buffer')):
+    if not sizes(kind):
+        continue
+    print(f"#### {title}: medians\n")
+    print(f"| {unit} | epoll msgs/s | uring msgs/s | epoll MB per CPU-s | uring MB per CPU-s "
+          "| uring / epoll, MB per CPU-s | IQR |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for s in sizes(kind):
+        r = ratio(kind, s, 'uring', 'epoll', 'cpumb')
+        print(f"| {human(s)} | {num(med(kind, s, 'epoll', 'msgs'))} | "
+              f"{num(med(kind, s, 'uring', 'msgs'))} | {num(med(kind, s, 'epoll', 'cpumb'))} | "
+              f"{num(med(kind, s, 'uring', 'cpumb'))} | {r:.2f}x | "
+              f"{iqr(kind, s, 'uring', 'epoll', 'cpumb')} |")
+        if kind == 'udp' and r == r:
+            targets.append((f"provided-buffer receive >= 1.2x recvmmsg (MB per CPU-s), "
+                            f"UDP {human(s)}", r, r >= 1.2))
+    print()
+
+# The zero-copy threshold, where the kernel really keeps the pages (veth to
+# a peer that drops the datagrams at its input hook): CPU per datagram of
+# plain, SEND_ZC and SEND_ZC on registered buffers, cold messages.
+mc = [r for r in rows if r['kind'] == 'memcpy']
+if mc:
+    c = statistics.median(float(r['ns_per_byte']) for r in mc)
+    print(f"memcpy, cache-cold source: {c:.4f} ns per byte (median over {len(mc)} sizes): the "
+          "copy a zero-copy send saves.\n")
+if sizes('dsend'):
+    print("#### Zero copy that the kernel keeps (UDP over veth to a dropping peer, cold "
+          "messages): CPU ns per datagram, medians\n")
+    print("| datagram | plain | SEND_ZC | SEND_ZC, registered | SEND_ZC / plain | "
+          "registered / plain | IQR (registered / plain) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    cross = {'uring-zc-always': None, 'uring-zc-fixed-always': None}
+    for s in sizes('dsend'):
+        p = med('dsend', s, 'uring', 'nsmsg')
+        z = med('dsend', s, 'uring-zc-always', 'nsmsg')
+        f = med('dsend', s, 'uring-zc-fixed-always', 'nsmsg')
+        rz = ratio('dsend', s, 'uring-zc-always', 'uring', 'nsmsg')
+        rf = ratio('dsend', s, 'uring-zc-fixed-always', 'uring', 'nsmsg')
+        print(f"| {human(s)} | {num(p)} | {num(z)} | {num(f)} | {rz:.2f}x | {rf:.2f}x | "
+              f"{iqr('dsend', s, 'uring-zc-fixed-always', 'uring', 'nsmsg')} |")
+        for m, r in (('uring-zc-always', rz), ('uring-zc-fixed-always', rf)):
+            if r == r and r <= 1.0:
+                if cross[m] is None:
+                    cross[m] = s
+            else:
+                cross[m] = None  # must hold from there on
+    for m, name in (('uring-zc-always', 'SEND_ZC'), ('uring-zc-fixed-always',
+                                                       'SEND_ZC on registered buffers')):
+        if cross[m] is not None:
+            print(f"\n{name} costs no more CPU than a copying send from {human(cross[m])} on.")
+        else:
+            print(f"\n{name} did not beat the copying send at the sizes measured.")
+    print()
+
+if targets:
+    print("#### Targets of the issue\n")
+    print("| target | measured | met |")
+    print("| --- | ---: | --- |")
+    for name, v, ok in targets:
+        print(f"| {name} | {v:.2f}x | {'yes' if ok else 'no'} |")

@@ -1,0 +1,529 @@
+/*
+ * Receiving into buffers of a provided ring fed from a pool: every byte
+ * arrives once, in order; an application that holds every buffer stops
+ * the receive (the kernel reads nothing meanwhile) and gets it back when
+ * it lets buffers go, from any thread; datagrams carry their sender and
+ * their truncation; end of stream and resets are reported.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <zbuf/uring.h>
+
+#include "ut.h"
+
+ZT_SUITE(recv);
+
+/* A writer thread: `total` pattern bytes to fd in chunks of varying size,
+ * then shutdown(SHUT_WR) (or a reset when `reset_at` is reached). */
+struct writer {
+    int fd;
+    uint64_t total;
+    uint64_t reset_at;   /* 0: none */
+    uint64_t sent;
+    pthread_t tid;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    uint8_t *buf = malloc(70000);
+    unsigned step = 1;
+    while (w->sent < w->total) {
+        size_t n = 1 + (step * 7919u) % 65536;
+        step++;
+        if (n > w->total - w->sent)
+            n = (size_t)(w->total - w->sent);
+        if (w->reset_at && w->sent + n > w->reset_at)
+            n = (size_t)(w->reset_at - w->sent);
+        st_fill(buf, n, w->sent);
+        ssize_t r = write(w->fd, buf, n);
+        if (r <= 0)
+            break;
+        w->sent += (uint64_t)r;
+        if (w->reset_at && w->sent >= w->reset_at) {
+            struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+            setsockopt(w->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+            break;
+        }
+    }
+    if (!w->reset_at)
+        shutdown(w->fd, SHUT_WR);
+    free(buf);
+    return NULL;
+}
+
+static void writer_start(struct writer *w, int fd, uint64_t total, uint64_t reset_at)
+{
+    *w = (struct writer){ .fd = fd, .total = total, .reset_at = reset_at };
+    cr_assert_eq(pthread_create(&w->tid, NULL, writer_main, w), 0);
+}
+
+static zbuf_uring_sock_t *open_sock(zbuf_uring_t *u, int fd)
+{
+    zbuf_uring_sock_t *s;
+    cr_assert_eq(zbuf_uring_sock_open(u, fd, NULL, &s), 0);
+    return s;
+}
+
+/* A socket waits for buffers of br (the ring ran dry). */
+static bool waiting(zbuf_uring_bufring_t *br)
+{
+    zbuf_uring_bufring_stats_t bs;
+    zbuf_uring_bufring_get_stats(br, &bs);
+    return bs.waiting > 0;
+}
+
+static bool no_sockets(void *arg)
+{
+    return zbuf_uring_sock_count(arg) == 0;
+}
+
+static bool ended(void *arg)
+{
+    return ((struct ut_sink *)arg)->end <= 0;
+}
+
+UT_BOTH(recv, stream_bytes_arrive_exactly_and_in_order)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 16384, 64, 0, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
+    zbuf_uring_sock_t *s = x.s;
+    struct ut_sink k;
+    ut_sink_init(&k);
+    cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
+    cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), -EALREADY);
+    struct writer w;
+    writer_start(&w, x.peer, 8u << 20, 0);
+    ut_run_until(u, ended, &k, 60000, "the end of the stream");
+    pthread_join(w.tid, NULL);
+    cr_assert_eq(k.end, 0, "receive failed: %s", zbuf_strerror((int)k.end));
+    cr_assert_eq(k.got, w.total);
+    cr_assert_eq(k.bad_at, UINT64_MAX, "wrong byte at %llu", (unsigned long long)k.bad_at);
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    cr_assert_eq(st.bytes_received, w.total);
+    zbuf_uring_probe_t p;
+    zbuf_uring_probe(&p);
+    if (be == ZBUF_URING_BACKEND_IO_URING && p.recv_bundle)
+        cr_assert_gt(k.maxsegs, 1, "no completion filled more than one buffer (bundles)");
+    ut_rx_close(&x);
+}
+
+/* The application keeps every zbuf: the ring runs dry, the receive stops
+ * without reading, and resumes when the zbufs are deleted. */
+UT_BOTH(recv, an_exhausted_ring_pauses_and_resumes_without_loss)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 4096, 8, 8, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
+    zbuf_uring_sock_t *s = x.s;
+    zbuf_pool_t *pool = x.pool;
+    struct ut_sink k;
+    ut_sink_init(&k);
+    k.hold = 100000; /* never released by the sink itself */
+    cr_assert_eq(zbuf_uring_recv_start(s, br, ut_sink_cb, &k), 0);
+    struct writer w;
+    writer_start(&w, x.peer, 1u << 20, 0);
+    int pauses = 0;
+    while (k.end > 0) {
+        int rc = zbuf_uring_run(u, 50);
+        cr_assert(rc >= 0 || rc == -EINTR);
+        if (waiting(br)) {
+            /* Every buffer held and the receive stopped: no byte may come. */
+            cr_assert_eq(zbuf_pool_available(pool), 0);
+            uint64_t before = k.got;
+            zbuf_uring_run(u, 20);
+            cr_assert_eq(k.got, before, "bytes arrived with no buffer free");
+            pauses++;
+            ut_sink_release(&k);
+        } else if (rc == 0 && k.nheld > 0) {
+            ut_sink_release(&k); /* the writer is done; the ring may not be empty */
+        }
+    }
+    ut_sink_release(&k);
+    pthread_join(w.tid, NULL);
+    cr_assert_eq(k.end, 0);
+    cr_assert_eq(k.got, w.total);
+    cr_assert_eq(k.bad_at, UINT64_MAX);
+    cr_assert_gt(pauses, 0);
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    cr_assert_gt(st.recv_nobufs, 0, "the ring never ran dry");
+    if (be == ZBUF_URING_BACKEND_IO_URING)
+        cr_assert_gt(st.recv_rearms, 0);
+    zbuf_uring_bufring_stats_t bs;
+    zbuf_uring_bufring_get_stats(br, &bs);
+    cr_assert_gt(bs.empty, 0);
+    ut_rx_close(&x);
+}
+
+/* Buffers given back on another thread wake the engine out of a wait. */
+struct late_release {
+    struct ut_sink *k;
+    unsigned delay_ms;
+    pthread_t tid;
+};
+
+static void *release_later(void *arg)
+{
+    struct late_release *l = arg;
+    usleep(l->delay_ms * 1000);
+    ut_sink_release(l->k);
+    return NULL;
+}
+
+UT_BOTH(recv, buffers_returned_on_another_thread_wake_the_engine)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 4096, 4, 4, false);
+    zbuf_uring_t *u = x.u;
+    zbuf_uring_bufring_t *br = x.br;
+    struct ut_sink k;
+    ut_sink_init(&k);
+    k.hold = 100000;
+    cr_assert_eq(zbuf_uring_recv_start(x.s, br, ut_sink_cb, &k), 0);
+    struct writer w;
+    writer_start(&w, x.peer, 256u << 10, 0);
+    while (k.end > 0) {
+        /* Wait until every buffer is held and the receive has stopped. */
+        while (!waiting(br) && k.end > 0)
+            zbuf_uring_run(u, 50);
+        if (k.end <= 0)
+            break;
+        struct late_release l = { .k = &k, .delay_ms = 30 };
+        cr_assert_eq(pthread_create(&l.tid, NULL, release_later, &l), 0);
+        uint64_t before = k.got;
+        int64_t t0 = st_now_ms();
+        /* One long wait: only the pool's refill notification can end it
+         * early with new bytes. */
+        while (k.got == before && k.end > 0 && st_now_ms() - t0 < 10000)
+            zbuf_uring_run(u, 10000);
+        pthread_join(l.tid, NULL);
+        cr_assert_lt(st_now_ms() - t0, 9000, "the engine slept through the refill");
+    }
+    pthread_join(w.tid, NULL);
+    cr_assert_eq(k.got, w.total);
+    cr_assert_eq(k.bad_at, UINT64_MAX);
+    ut_sink_release(&k);
+    zbuf_uring_stats_t es;
+    zbuf_uring_get_stats(u, &es);
+    cr_assert_gt(es.wakes, 0);
+    ut_rx_close(&x);
+}
+
+/* ------------------------------------------------------------ datagrams */
+
+struct dgrams {
+    unsigned n;
+    size_t len[16];
+    int flags[16];
+    bool from_ok[16];
+    bool bytes_ok[16];
+    struct sockaddr_in want_from;
+};
+
+static void dgram_cb(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring_rx_t *rx,
+                     void *arg)
+{
+    (void)s;
+    struct dgrams *d = arg;
+    cr_assert_not_null(z, "receive failed: %s", zbuf_strerror((int)n));
+    unsigned i = d->n++;
+    d->len[i] = (size_t)n;
+    d->flags[i] = rx->flags;
+    const struct sockaddr_in *f = (const struct sockaddr_in *)rx->from;
+    d->from_ok[i] = f != NULL && rx->fromlen == sizeof *f && f->sin_port == d->want_from.sin_port &&
+                    f->sin_addr.s_addr == d->want_from.sin_addr.s_addr;
+    uint8_t buf[70000];
+    d->bytes_ok[i] = zbuf_copyout(z, 0, buf, (size_t)n) == n &&
+                     st_mismatch(buf, (size_t)n, 0) == (size_t)-1;
+    zbuf_delete(z);
+}
+
+static bool got_all(void *arg)
+{
+    return ((struct dgrams *)arg)->n >= 6;
+}
+
+UT_BOTH(recv, datagrams_carry_their_sender_and_truncation)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 2048, 16, 0, true);
+    zbuf_uring_t *u = x.u;
+    int b = x.peer;
+    struct sockaddr_in to_a, to_b;
+    socklen_t l = sizeof to_a;
+    cr_assert_eq(getsockname(zbuf_uring_sock_fd(x.s), (struct sockaddr *)&to_a, &l), 0);
+    l = sizeof to_b;
+    cr_assert_eq(getsockname(b, (struct sockaddr *)&to_b, &l), 0);
+    struct dgrams d = { .want_from = to_b };
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, dgram_cb, &d), 0);
+    zbuf_uring_run(u, 0);
+    size_t room = 2048 - 144;
+    size_t sizes[6] = { 0, 1, 500, 1400, room, 4000 };
+    uint8_t buf[4000];
+    st_fill(buf, sizeof buf, 0);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(sendto(b, buf, sizes[i], 0, (struct sockaddr *)&to_a, sizeof to_a),
+                     (ssize_t)sizes[i]);
+    ut_run_until(u, got_all, &d, 10000, "six datagrams");
+    for (int i = 0; i < 6; i++) {
+        size_t want = sizes[i] < room ? sizes[i] : room;
+        cr_assert_eq(d.len[i], want, "datagram %d: %zu bytes", i, d.len[i]);
+        cr_assert(d.from_ok[i], "datagram %d: wrong sender", i);
+        cr_assert(d.bytes_ok[i], "datagram %d: wrong bytes", i);
+        cr_assert_eq(d.flags[i] & MSG_TRUNC, sizes[i] > room ? MSG_TRUNC : 0, "datagram %d", i);
+    }
+    ut_rx_close(&x);
+}
+
+/* -------------------------------------------------------- stop / restart */
+
+/* A sink that stops receiving, from inside its callback, every 5 zbufs. */
+struct stopper {
+    struct ut_sink k;
+    unsigned stop_at;
+};
+
+static void stop_every_5(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring_rx_t *rx,
+                         void *arg)
+{
+    struct stopper *st = arg;
+    ut_sink_cb(s, n, z, rx, &st->k);
+    if (z != NULL && st->k.calls >= st->stop_at)
+        cr_assert_eq(zbuf_uring_recv_stop(s), 0);
+}
+
+UT_BOTH(recv, stopping_and_restarting_loses_nothing)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 8192, 64, 0, false);
+    zbuf_uring_t *u = x.u;
+    struct stopper st;
+    ut_sink_init(&st.k);
+    struct writer w;
+    /* One completion may fill the whole ring (64 x 8 KiB, bundles), so a
+     * cycle of 5 callbacks takes at most 2.5 MiB: 16 MiB are at least 7
+     * cycles however the writer and the loop are scheduled (4 MiB gave 3
+     * on a loaded machine). */
+    writer_start(&w, x.peer, 16u << 20, 0);
+    unsigned cycles = 0;
+    while (st.k.end > 0) {
+        st.stop_at = st.k.calls + 5;
+        cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, stop_every_5, &st), 0);
+        while (st.k.calls < st.stop_at && st.k.end > 0)
+            zbuf_uring_run(u, 50);
+        unsigned calls = st.k.calls;
+        zbuf_uring_run(u, 5);
+        zbuf_uring_run(u, 5);
+        cr_assert_eq(st.k.calls, calls, "a callback after zbuf_uring_recv_stop()");
+        cycles++;
+    }
+    pthread_join(w.tid, NULL);
+    cr_assert_eq(st.k.end, 0);
+    cr_assert_eq(st.k.got, w.total);
+    cr_assert_eq(st.k.bad_at, UINT64_MAX);
+    cr_assert_gt(cycles, 3);
+    ut_rx_close(&x);
+}
+
+/* ------------------------------------------------------------- resets */
+
+UT_BOTH(recv, a_peer_reset_mid_stream_is_reported_after_the_bytes_before_it)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 16384, 32, 0, false);
+    zbuf_uring_t *u = x.u;
+    struct ut_sink k;
+    ut_sink_init(&k);
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, ut_sink_cb, &k), 0);
+    struct writer w;
+    writer_start(&w, x.peer, 4u << 20, 300000);
+    /* Read what came before the reset, then close with a reset. */
+    struct ut_want want = { .k = &k, .bytes = 300000 };
+    ut_run_until(u, ut_sink_has, &want, 20000, "the bytes before the reset");
+    pthread_join(w.tid, NULL);
+    close(x.peer); /* SO_LINGER 0: a reset */
+    x.peer = -1;
+    ut_run_until(u, ended, &k, 10000, "the reset");
+    cr_assert_eq(k.got, 300000);
+    cr_assert_eq(k.bad_at, UINT64_MAX);
+    cr_assert(k.end == -ECONNRESET || k.end == 0, "end: %s", zbuf_strerror((int)k.end));
+    ut_rx_close(&x);
+}
+
+/* Sending to a peer that resets: the queued zbufs come back with the
+ * error, every buffer is released exactly once, later sends fail. */
+struct many_sent {
+    int calls, errors;
+    size_t unsent;
+    int first_err;
+};
+
+static void count_sent(zbuf_uring_sock_t *s, int status, zbuf_t *unsent, void *arg)
+{
+    (void)s;
+    struct many_sent *m = arg;
+    m->calls++;
+    if (status != 0) {
+        m->errors++;
+        if (m->first_err == 0)
+            m->first_err = status;
+    }
+    m->unsent += zbuf_length(unsent);
+    zbuf_delete(unsent);
+}
+
+struct sent_and_released {
+    struct many_sent *m;
+    int want;
+    atomic_int *rel;
+    int bufs;
+};
+
+static bool all_back(void *arg)
+{
+    struct sent_and_released *x = arg;
+    return x->m->calls >= x->want && atomic_load(x->rel) >= x->bufs;
+}
+
+UT_BOTH(recv, a_peer_reset_fails_queued_sends_and_releases_every_buffer_once)
+{
+    zbuf_uring_t *u = ut_engine(be);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    st_bufsizes(b, 0, 16384);
+    zbuf_uring_sock_opts_t o;
+    zbuf_uring_sock_opts_init(&o);
+    o.flags = ZBUF_URING_SOCK_ZEROCOPY | ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    o.zc_min = 4096;
+    zbuf_uring_sock_t *s;
+    cr_assert_eq(zbuf_uring_sock_open(u, a, &o, &s), 0);
+    atomic_int rel = 0;
+    struct many_sent m = { 0 };
+    struct sent_and_released x = { .m = &m, .rel = &rel };
+    uint64_t off = 0;
+    for (int i = 0; i < 64; i++) {
+        zbuf_t *z = st_pattern_zbuf(131072, off, 32768, &rel);
+        cr_assert_eq(zbuf_uring_send(s, z, 0, count_sent, &m), 0);
+        off += 131072;
+        x.want++;
+        x.bufs += 4;
+    }
+    for (int i = 0; i < 10; i++)
+        zbuf_uring_run(u, 10);
+    struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+    cr_assert_eq(setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    close(b);
+    ut_run_until(u, all_back, &x, 20000, "every callback and release");
+    cr_assert_gt(m.errors, 0, "the reset was not reported");
+    cr_assert(m.first_err == -ECONNRESET || m.first_err == -EPIPE, "error: %s",
+              zbuf_strerror(m.first_err));
+    cr_assert_eq(atomic_load(&rel), x.bufs, "released %d of %d", atomic_load(&rel), x.bufs);
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    cr_assert_eq(st.bytes_sent + m.unsent, off, "sent %llu + given back %zu != %llu",
+                 (unsigned long long)st.bytes_sent, m.unsent, (unsigned long long)off);
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_copy(z, "x", 1), 0);
+    int rc = zbuf_uring_send(s, z, 0, NULL, NULL);
+    cr_assert(rc == -ECONNRESET || rc == -EPIPE, "send after the reset: %s", zbuf_strerror(rc));
+    zbuf_delete(z);
+    cr_assert_eq(zbuf_uring_sock_close(s, 1000, NULL, NULL), 0);
+    ut_run_until(u, no_sockets, u, 10000, "the close");
+    ut_destroy(u);
+}
+
+/* ------------------------------------------------------------ teardown */
+
+struct closed {
+    int calls;
+};
+
+static void on_closed(zbuf_uring_sock_t *s, void *arg)
+{
+    (void)s;
+    ((struct closed *)arg)->calls++;
+}
+
+/* Destroy the engine while zero-copy sends wait for a peer that does not
+ * read: queued zbufs come back cancelled, the connection is aborted after
+ * the timeout, every buffer is released exactly once (ASan watches for
+ * the kernel's pages being freed early). */
+UT_BOTH(recv, destroying_the_engine_with_sends_in_flight_releases_every_buffer_once)
+{
+    zbuf_uring_t *u = ut_engine(be);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    st_bufsizes(b, 0, 16384);
+    st_bufsizes(a, 65536, 0);
+    zbuf_uring_sock_opts_t o;
+    zbuf_uring_sock_opts_init(&o);
+    o.flags = ZBUF_URING_SOCK_ZEROCOPY | ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    o.zc_min = 4096;
+    zbuf_uring_sock_t *s;
+    cr_assert_eq(zbuf_uring_sock_open(u, a, &o, &s), 0);
+    atomic_int rel = 0;
+    struct many_sent m = { 0 };
+    int bufs = 0;
+    uint64_t off = 0;
+    for (int i = 0; i < 64; i++) {
+        zbuf_t *z = st_pattern_zbuf(131072, off, 16384, &rel);
+        cr_assert_eq(zbuf_uring_send(s, z, 0, count_sent, &m), 0);
+        off += 131072;
+        bufs += 8;
+    }
+    for (int i = 0; i < 20; i++)
+        zbuf_uring_run(u, 5);
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    cr_assert_lt(st.bytes_sent, off, "the peer was meant to stop the sender");
+    struct closed c = { 0 };
+    cr_assert_eq(zbuf_uring_sock_close(s, 300, on_closed, &c), 0);
+    int rc = zbuf_uring_destroy(u, 300);
+    cr_assert(rc == 0 || rc == -ECONNABORTED, "destroy: %s", zbuf_strerror(rc));
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(m.calls, 64, "every send callback ran once");
+    cr_assert_eq(atomic_load(&rel), bufs, "released %d of %d", atomic_load(&rel), bufs);
+    close(b);
+}
+
+UT_BOTH(recv, closing_with_queued_sends_gives_them_back_cancelled)
+{
+    zbuf_uring_t *u = ut_engine(be);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    st_bufsizes(b, 0, 16384);
+    zbuf_uring_sock_t *s = open_sock(u, a);
+    atomic_int rel = 0;
+    struct many_sent m = { 0 };
+    for (int i = 0; i < 16; i++) {
+        zbuf_t *z = st_pattern_zbuf(1 << 20, 0, 1 << 20, &rel);
+        cr_assert_eq(zbuf_uring_send(s, z, 0, count_sent, &m), 0);
+    }
+    zbuf_uring_run(u, 10);
+    zbuf_uring_run(u, 10);
+    struct closed c = { 0 };
+    int before = m.calls;
+    cr_assert_eq(zbuf_uring_sock_close(s, 200, on_closed, &c), 0);
+    cr_assert_eq(m.calls, before, "callbacks run inside zbuf_uring_run() only");
+    ut_run_until(u, no_sockets, u, 10000, "the close");
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(m.calls, 16);
+    cr_assert_gt(m.errors, 0);
+    cr_assert_eq(atomic_load(&rel), 16);
+    close(b);
+    ut_destroy(u);
+}

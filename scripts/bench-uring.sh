@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# The io_uring engine's benchmarks, from a fresh clone: install what is
+# missing, make an optimised build of bench_uring (in build/bench), run every
+# mode side by side on loopback and print the markdown tables of
+# docs/benchmarks.md (section io_uring), with the ratios and their spread.
+#
+# Usage: scripts/bench-uring.sh [quick]
+# Environment: RUNS (repetitions, default 5), DUR (seconds per run, default
+# 1), SIZES (TCP message sizes of the send table), UDP_SIZES, TCP_BUFS
+# (receive tables), ONLY (send, recv or calib: just that part).
+#
+# Method.  The side under test runs on CPU 0, its peer on CPU 1 (taskset).
+# Send side: every sender mode against the cheapest receiver (recv() with
+# MSG_TRUNC, 1 MiB at a time, which discards without copying), so that the
+# sender limits; messages are zbufs sharing one master buffer, queued up to a
+# high-water mark.  Receive side: the receiver modes against the cheapest
+# sender (sendmmsg() of 64 datagrams per call; sendfile() of a memfd for
+# TCP).  Within a repetition every mode of a row runs once, in turn, so that
+# drift in machine load hits all alike; tables give medians over the
+# repetitions, and ratios as the median of the ratio within a repetition.
+# CPU is the user+system time of the side under test (getrusage), which on
+# loopback includes the kernel's protocol work done in its context.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+
+RUNS=${RUNS:-5}
+DUR=${DUR:-1}
+SIZES=${SIZES:-"64 256 1024 4096 16384 65536 262144 1048576"}
+UDP_SIZES=${UDP_SIZES:-"64 256 1024 4096 16384 60000"}
+TCP_BUFS=${TCP_BUFS:-"4096 16384 65536"}
+ONLY=${ONLY:-all}
+if [ "${1:-}" = quick ]; then
+  RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
+fi
+SEND_MODES="copy epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"
+
+mkdir -p build
+log=$root/build-bench-uring.log
+echo "==> configure+build build/bench (Release)" >&2
+cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
+      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
+      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+cmake --build "$root/build/bench" -j"$(nproc)" --target bench_uring >>"$log" 2>&1 ||
+  { tail -n 60 "$log" >&2; exit 1; }
+bin=$root/build/bench/adapters/uring/bench/bench_uring
+out=$root/build/bench/uring
+mkdir -p "$out"
+res=$out/results.txt
+: >"$res"
+
+if ! probe=$("$bin" probe); then
+  echo "==> io_uring unusable here ($probe): only the epoll rows can run" >&2
+  SEND_MODES="copy epoll msgzc msgzc-always"
+  uring_ok=0
+else
+  uring_ok=1
+fi
+echo "==> machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r); $probe" >&2
+echo "machine cpus=$(nproc) load=$(cut -d' ' -f1 /proc/loadavg) kernel=$(uname -r)" >>"$res"
+
+if [ "$(nproc)" -ge 2 ]; then me="taskset -c 0" peer="taskset -c 1"; else me="" peer=""; fi
+want() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
+
+# Start a listening peer (its arguments in "$@"); sets $port and $pid.
+start_peer() {
+  rm -f "$out/port"
+  $peer "$bin" "$@" -p "$out/port" 0 >"$out/peer.txt" &
+  pid=$!
+  local i
+  for i in $(seq 1 500); do
+    [ -s "$out/port" ] && break
+    sleep 0.01
+  done
+  port=$(cat "$out/port")
+}
+
+record() { # kind run line
+  echo "kind=$1 run=$2 $3" >>"$res"
+  printf '  %-5s run %s: %s\n' "$1" "$2" "$(echo "$3" | cut -d' ' -f3-8)" >&2
+}
+
+want send && echo "==> send side: RUNS=$RUNS DUR=${DUR}s sizes: $SIZES" >&2
+want send && for run in $(seq 1 "$RUNS"); do
+  for size in $SIZES; do
+    for m in $SEND_MODES; do
+      start_peer sink
+      line=$($me "$bin" send -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" | grep '^result') || true
+      wait "$pid" || true
+      [ -n "$line" ] && record send "$run" "$line"
+    done
+  done
+done
+
+recv_modes="epoll"
+[ "$uring_ok" = 1 ] && recv_modes="epoll uring"
+
+# recv_pair KIND RUN MODE SIZE [-u]: a receiver of MODE on our CPU for DUR
+# seconds, the cheapest sender on the other for a second more.
+recv_pair() {
+  local kind=$1 run=$2 m=$3 size=$4; shift 4
+  rm -f "$out/port"
+  $me "$bin" recv "$@" -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
+  pid=$!
+  for i in $(seq 1 500); do [ -s "$out/port" ] && break; sleep 0.01; done
+  local bsize=$size
+  [ "$kind" = tcp ] && bsize=65536
+  $peer "$bin" blast "$@" -s "$bsize" -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" \
+    127.0.0.1 "$(cat "$out/port")" >/dev/null &
+  local bpid=$!
+  wait "$pid" || true
+  wait "$bpid" || true
+  local line
+  line=$(grep '^result' "$out/me.txt" || true)
+  [ -n "$line" ] && record "$kind" "$run" "$line"
+  return 0
+}
+
+want recv && echo "==> receive side: UDP sizes: $UDP_SIZES; TCP buffers: $TCP_BUFS" >&2
+want recv && for run in $(seq 1 "$RUNS"); do
+  for size in $UDP_SIZES; do
+    for m in $recv_modes; do recv_pair udp "$run" "$m" "$size" -u; done
+  done
+  for size in $TCP_BUFS; do
+    for m in $recv_modes; do recv_pair tcp "$run" "$m" "$size"; done
+  done
+done
+
+want calib && echo "==> memcpy cost (what a zero-copy send saves)" >&2
+want calib && for size in 16384 65536 262144 1048576; do
+  record memcpy 1 "$($me "$bin" memcpy -s "$size" | grep '^result')"
+done
+
+# Zero copy where the kernel really keeps the pages: UDP from a network
+# namespace over a veth pair to a peer namespace whose nftables input hook
+# drops the datagrams (on the receiving side, so the sender never sees an
+# error), which frees them without copying, as a NIC's transmit completion
+# would.  Cold messages (64 MiB of buffers in turn), zc_min lowered to 1 so
+# that every size goes zero-copy.  Names carry our pid; removed on exit.
+calib_ns() {
+  nsa=zbua$$ nsb=zbub$$
+  trap 'ip netns del "$nsa" 2>/dev/null; ip netns del "$nsb" 2>/dev/null' EXIT INT TERM
+  ip netns add "$nsa" && ip netns add "$nsb" &&
+    ip -n "$nsa" link add "va$$" type veth peer name "vb$$" netns "$nsb" &&
+    ip -n "$nsa" addr add 192.0.2.1/24 dev "va$$" && ip -n "$nsb" addr add 192.0.2.2/24 dev "vb$$" &&
+    ip -n "$nsa" link set "va$$" mtu 65535 up && ip -n "$nsb" link set "vb$$" mtu 65535 up &&
+    ip netns exec "$nsb" nft 'add table inet zbuf; add chain inet zbuf in { type filter hook input priority 0; }; add rule inet zbuf in udp dport 9 drop'
+}
+CALIB_SIZES=${CALIB_SIZES:-"4096 8192 16384 32768 65000"}
+if want calib && [ "$uring_ok" = 1 ]; then
+  if calib_ns 2>/dev/null; then
+    echo "==> zero-copy threshold: veth to a dropping peer, sizes $CALIB_SIZES" >&2
+    for run in $(seq 1 "$RUNS"); do
+      for size in $CALIB_SIZES; do
+        for m in uring uring-zc-always uring-zc-fixed-always; do
+          line=$(ip netns exec "$nsa" $me "$bin" dsend -c -z 1 -m "$m" -s "$size" -t "$DUR" 192.0.2.2 9 |
+                 grep '^result') || true
+          [ -n "$line" ] && record dsend "$run" "$line"
+        done
+      done
+    done
+  else
+    echo "==> zero-copy threshold skipped: cannot make network namespaces here (needs root)" >&2
+  fi
+fi
+
+echo "==> tables (medians)" >&2
+python3 "$root/adapters/uring/bench/uring_tables.py" "$res" | tee "$out/tables.md"
+echo "raw results: $res; tables: $out/tables.md" >&2
