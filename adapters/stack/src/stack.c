@@ -146,6 +146,19 @@ static bool martian(const zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif, uint32
     return false;
 }
 
+uint16_t zbuf_ip__ephemeral(zbuf_ip_stack_t *s, uint32_t addr,
+                            bool (*in_use)(zbuf_ip_stack_t *s, uint32_t addr, uint16_t port))
+{
+    for (int tries = 0; tries < PORT_DYNAMIC_COUNT; tries++) {
+        uint16_t p = s->next_port++;
+        if (s->next_port == 0)
+            s->next_port = PORT_DYNAMIC_MIN;
+        if (p >= PORT_DYNAMIC_MIN && !in_use(s, addr, p))
+            return p;
+    }
+    return 0;
+}
+
 uint32_t zbuf_ip__random(zbuf_ip_stack_t *s)
 {
     /* xorshift64*, seeded from the stack's key */
@@ -296,7 +309,8 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     s->arp_next = ZBUF_IP_NEVER;
     s->rx_level = -1;
     s->rng = zbuf_ip__siphash(c.isn_key, "rng", 3) | 1;
-    s->next_port = (uint16_t)(49152 + (c.isn_key[0] | (c.isn_key[1] << 8)) % 16384);
+    s->next_port = (uint16_t)(PORT_DYNAMIC_MIN +
+                              (c.isn_key[0] | (c.isn_key[1] << 8)) % PORT_DYNAMIC_COUNT);
     zbuf_ip__tick(s);
     s->arp_tokens = (uint64_t)ZBUF_IP_ARP_REQUESTS_PER_SEC * 1000;
     s->arp_tokens_at = s->now;
@@ -1078,6 +1092,11 @@ static int udp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t dst
     return 0;
 }
 
+static bool udp_port_in_use(zbuf_ip_stack_t *s, uint32_t addr, uint16_t port)
+{
+    return udp_lookup(s, addr, port) != NULL;
+}
+
 int zbuf_ip_udp_new(zbuf_ip_stack_t *s, zbuf_ip_udp_t **out)
 {
     if (s == NULL || out == NULL)
@@ -1101,15 +1120,7 @@ int zbuf_ip_udp_bind(zbuf_ip_udp_t *u, uint32_t addr, uint16_t port)
         return -EINVAL;
     zbuf_ip_stack_t *s = u->stack;
     if (port == 0) {
-        for (int tries = 0; tries < 16384; tries++) {
-            uint16_t p = s->next_port++;
-            if (s->next_port == 0)
-                s->next_port = 49152;
-            if (p >= 49152 && udp_lookup(s, addr, p) == NULL) {
-                port = p;
-                break;
-            }
-        }
+        port = zbuf_ip__ephemeral(s, addr, udp_port_in_use);
         if (port == 0)
             return -EADDRINUSE;
     } else {
