@@ -283,6 +283,8 @@ struct zbuf_ip__icmp_err {
     uint32_t seq;           /* TCP: the quoted sequence number */
     uint16_t qlen;          /* the quoted datagram's total length */
 };
+/* The errno a destination unreachable of `code` stands for. */
+ZBUF_IP__HIDDEN int zbuf_ip__unreach_errno(uint8_t code);
 /* Returns 0 when the error was used, -ENOENT when it was ignored. */
 ZBUF_IP__HIDDEN int zbuf_ip__tcp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e);
 /* Start a new second of the challenge ACK budget (a random one). */

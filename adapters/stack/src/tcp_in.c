@@ -924,23 +924,6 @@ static int pmtu_reduce(zbuf_ip_tcp_t *t, const struct zbuf_ip__icmp_err *e)
     return 0;
 }
 
-/* The errno an ICMP error stands for. */
-static int icmp_errno(const struct zbuf_ip__icmp_err *e)
-{
-    if (e->type == ICMP_TIME_EXCEEDED)
-        return -EHOSTUNREACH;
-    switch (e->code) {
-    case ICMP_UNREACH_NET:
-        return -ENETUNREACH;
-    case ICMP_UNREACH_PROTO:
-        return -ENOPROTOOPT;
-    case ICMP_UNREACH_PORT:
-        return -ECONNREFUSED;
-    default:
-        return -EHOSTUNREACH;
-    }
-}
-
 int zbuf_ip__tcp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e)
 {
     zbuf_ip_tcp_t *t = lookup(s, e->dst, e->dport, e->src, e->sport);
@@ -954,7 +937,7 @@ int zbuf_ip__tcp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *
         return pmtu_reduce(t, e);
     if (e->type != ICMP_DEST_UNREACH && e->type != ICMP_TIME_EXCEEDED)
         return 0; /* source quench (RFC 6633), parameter problem: nothing to do */
-    int err = icmp_errno(e);
+    int err = e->type == ICMP_TIME_EXCEEDED ? -EHOSTUNREACH : zbuf_ip__unreach_errno(e->code);
     if (e->type == ICMP_DEST_UNREACH && t->state == ZBUF_IP_TCP_SYN_RCVD && t->listener) {
         /* A half-open connection to a host that cannot be reached: drop it
          * now (as Linux drops the request) instead of after its SYN-ACK

@@ -197,57 +197,45 @@ static void on_keep(zbuf_ip_tcp_t *t, uint64_t now)
     tcp_timer_set(t, TCP_T_KEEP, now + t->keep.intvl);
 }
 
-/* TIME_WAIT (or an orphaned FIN_WAIT_2) is over. */
-static void on_2msl(zbuf_ip_tcp_t *t, uint64_t now)
-{
-    (void)now;
-    tcp_timer_stop(t, TCP_T_2MSL);
-    zbuf_ip__tcp_finish(t);
-}
-
-static void on_delack(zbuf_ip_tcp_t *t, uint64_t now)
-{
-    (void)now;
-    tcp_timer_stop(t, TCP_T_DELACK);
-    t->ack_now = true;
-    zbuf_ip__tcp_output(t);
-}
-
-static void on_rto_at(zbuf_ip_tcp_t *t, uint64_t now)
-{
-    (void)now;
-    on_rto(t);
-}
-
-static void on_rack(zbuf_ip_tcp_t *t, uint64_t now)
-{
-    (void)now;
-    zbuf_ip__tcp_rack_fire(t);
-}
-
-static void on_tlp(zbuf_ip_tcp_t *t, uint64_t now)
-{
-    (void)now;
-    zbuf_ip__tcp_tlp_fire(t);
-}
-
-static void on_persist_at(zbuf_ip_tcp_t *t, uint64_t now)
-{
-    (void)now;
-    on_persist(t);
-}
-
 /* The timers in the order they run when several are due at once: the end
  * of TIME_WAIT first (nothing else matters then), the delayed ACK last (a
  * segment sent by another one carried the ACK already). */
-static const struct {
-    enum tcp_timer k;
-    void (*fire)(zbuf_ip_tcp_t *t, uint64_t now);
-} fire_order[TCP_NTIMERS] = {
-    {TCP_T_2MSL, on_2msl}, {TCP_T_RTX, on_rto_at},         {TCP_T_RACK, on_rack},
-    {TCP_T_TLP, on_tlp},   {TCP_T_PERSIST, on_persist_at}, {TCP_T_KEEP, on_keep},
-    {TCP_T_DELACK, on_delack},
+static const enum tcp_timer fire_order[TCP_NTIMERS] = {
+    TCP_T_2MSL, TCP_T_RTX, TCP_T_RACK, TCP_T_TLP, TCP_T_PERSIST, TCP_T_KEEP, TCP_T_DELACK,
 };
+
+/* Timer `k` of `t` is due at `now`. */
+static void fire(zbuf_ip_tcp_t *t, enum tcp_timer k, uint64_t now)
+{
+    switch (k) {
+    case TCP_T_2MSL: /* TIME_WAIT (or an orphaned FIN_WAIT_2) is over */
+        tcp_timer_stop(t, k);
+        zbuf_ip__tcp_finish(t);
+        break;
+    case TCP_T_RTX:
+        on_rto(t);
+        break;
+    case TCP_T_RACK:
+        zbuf_ip__tcp_rack_fire(t);
+        break;
+    case TCP_T_TLP:
+        zbuf_ip__tcp_tlp_fire(t);
+        break;
+    case TCP_T_PERSIST:
+        on_persist(t);
+        break;
+    case TCP_T_KEEP:
+        on_keep(t, now);
+        break;
+    case TCP_T_DELACK:
+        tcp_timer_stop(t, k);
+        t->ack_now = true;
+        zbuf_ip__tcp_output(t);
+        break;
+    case TCP_NTIMERS:
+        break;
+    }
+}
 
 /* Run the timers of `t` that are due at `now`, then a burst that hit
  * #ZBUF_IP_TCP_BURST goes on; returns how many ran. */
@@ -256,11 +244,11 @@ static int pcb_timers(zbuf_ip_tcp_t *t, uint64_t now)
     int n = 0;
     bool acked = false;
     for (int i = 0; i < TCP_NTIMERS; i++) {
-        enum tcp_timer k = fire_order[i].k;
+        enum tcp_timer k = fire_order[i];
         if (!tcp_timer_armed(t, k) || now < t->timer[k])
             continue;
         n++;
-        fire_order[i].fire(t, now);
+        fire(t, k, now);
         if (t->dead)
             return n;
         acked |= k == TCP_T_DELACK;

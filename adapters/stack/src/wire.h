@@ -15,6 +15,7 @@
 #define ETH_ALEN 6               /* bytes of a hardware address */
 #define ETH_HLEN 14              /* destination, source, type */
 #define ETH_ZLEN 60              /* shortest frame, without the FCS (shorter ones are padded) */
+#define ETH_VLAN_LEN 4           /* an 802.1Q tag a frame may carry */
 #define ETH_TYPE_IP 0x0800
 #define ETH_TYPE_ARP 0x0806
 
@@ -28,6 +29,7 @@
 /* --------------------------------------------------------- IPv4 (RFC 791) */
 
 #define IP_HLEN 20               /* header without options */
+#define IP_HLEN_MAX 60           /* with the most options */
 #define IP_VERSION 4
 #define IP_VHL (IP_VERSION << 4 | IP_HLEN / 4) /* first byte of a header without options */
 #define IP_DF 0x4000             /* don't fragment */
