@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #define MASTER (1u << 20)
 #define QMAX 65536
 
@@ -46,22 +48,6 @@ static uint64_t total, written, received;
 static size_t off;
 static struct tcp_pcb *client, *server_conn;
 static atomic_int init_done;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* CPU seconds of the whole process (all threads): a measure that holds up
- * when other work shares the machine. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double last_cpu_rate; /* bytes per CPU second of the last run */
 
@@ -169,12 +155,6 @@ static int pump(void)
         }
     }
     return n;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static double run(uint64_t bytes, uint16_t port)

@@ -42,31 +42,11 @@
 #include <unistd.h>
 #include <zbuf/ip.h>
 
+#include "bench_util.h"
+
 #define MASTER (1u << 20)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* CPU seconds of the whole process (all threads): a measure that holds up
- * when other work shares the machine. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double last_cpu_rate; /* bytes per CPU second of the last run */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* ------------------------------------------------------------ zbuf stack */
 

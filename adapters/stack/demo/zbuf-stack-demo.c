@@ -224,58 +224,65 @@ static void usage(void)
     exit(2);
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+struct opts {
+    const char *tap, *packet;   /* one of the two */
+    zbuf_ip_netif_config_t nc;
+    int prefix;
+    unsigned bufs;
+};
+
+static void parse_args(int argc, char **argv, struct opts *o)
 {
-    const char *tap = NULL, *packet = NULL;
     bool mac_given = false;
-    zbuf_ip_netif_config_t nc = {.mac = {0x02, 0x7a, 0x62, 0x75, 0x66, 0x01}};
-    int prefix = -1;
-    unsigned bufs = 4096;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--tap") && v) {
-            tap = v;
+            o->tap = v;
         } else if (!strcmp(argv[i], "--packet") && v) {
-            packet = v;
+            o->packet = v;
         } else if (!strcmp(argv[i], "--addr") && v) {
-            if (parse_ip(v, &nc.addr, &prefix))
+            if (parse_ip(v, &o->nc.addr, &o->prefix))
                 usage();
         } else if (!strcmp(argv[i], "--gw") && v) {
-            if (parse_ip(v, &nc.gateway, NULL))
+            if (parse_ip(v, &o->nc.gateway, NULL))
                 usage();
         } else if (!strcmp(argv[i], "--mtu") && v) {
-            nc.mtu = (uint16_t)atoi(v);
+            o->nc.mtu = (uint16_t)atoi(v);
         } else if (!strcmp(argv[i], "--bufs") && v) {
-            bufs = (unsigned)atoi(v);
+            o->bufs = (unsigned)atoi(v);
         } else if (!strcmp(argv[i], "--mac") && v) {
             unsigned m[6];
             if (sscanf(v, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
                 usage();
             for (int k = 0; k < 6; k++)
-                nc.mac[k] = (uint8_t)m[k];
+                o->nc.mac[k] = (uint8_t)m[k];
             mac_given = true;
         } else {
             usage();
         }
     }
-    if ((tap == NULL) == (packet == NULL) || prefix < 0)
+    if ((o->tap == NULL) == (o->packet == NULL) || o->prefix < 0)
         usage();
 #ifndef ZBUF_DEMO_PACKET
-    if (packet) {
+    if (o->packet) {
         fprintf(stderr, "zbuf-stack-demo: built without packet rings (zbuf-stack-packet)\n");
-        return 2;
+        exit(2);
     }
 #endif
-    if (packet && !mac_given)
-        memset(nc.mac, 0, sizeof nc.mac); /* the interface's own */
-    nc.prefix_len = (uint8_t)prefix;
+    if (o->packet && !mac_given)
+        memset(o->nc.mac, 0, sizeof o->nc.mac); /* the interface's own */
+    o->nc.prefix_len = (uint8_t)o->prefix;
+}
 
-    /* RFC 864 text: 95 lines of 72 printable characters, each starting one
-     * further along the printable set. */
+/* RFC 864 text: 95 lines of 72 printable characters, each starting one
+ * further along the printable set.  Returns the buffer behind chargen_text. */
+static char *chargen_init(void)
+{
     chargen_len = 95 * 74;
     char *text = malloc(chargen_len);
     if (text == NULL)
-        return 1;
+        return NULL;
     for (int l = 0; l < 95; l++) {
         for (int k = 0; k < 72; k++)
             text[l * 74 + k] = (char)(' ' + (l + k) % 95);
@@ -283,33 +290,43 @@ int main(int argc, char **argv)
         text[l * 74 + 73] = '\n';
     }
     if (zbuf_create(&chargen_text) != 0 ||
-        zbuf_append_buf(chargen_text, text, chargen_len, NULL, NULL) != 0)
-        return 1;
+        zbuf_append_buf(chargen_text, text, chargen_len, NULL, NULL) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
 
+/* The stack on the interface the options name; its descriptor in *fd. */
+static zbuf_ip_stack_t *open_stack(struct opts *o, int *fd)
+{
     zbuf_ip_stack_t *s;
     zbuf_ip_netif_t *nif;
-    int fd = -1;
     char why[256] = "";
     int rc = zbuf_ip_stack_create(NULL, &s);
 #ifdef ZBUF_DEMO_PACKET
-    if (rc == 0 && packet) {
+    if (rc == 0 && o->packet) {
         zbuf_ip_packet_t *drv;
-        rc = zbuf_ip_packet_open(s, packet, &nc, NULL, &drv, why, sizeof why);
-        if (rc == 0) {
-            nif = zbuf_ip_packet_netif(drv);
-            fd = zbuf_ip_packet_fd(drv);
-        }
+        rc = zbuf_ip_packet_open(s, o->packet, &o->nc, NULL, &drv, why, sizeof why);
+        if (rc == 0)
+            *fd = zbuf_ip_packet_fd(drv);
     }
 #endif
-    if (rc == 0 && tap) {
-        rc = zbuf_ip_tap_open(s, tap, &nc, bufs, &nif);
-        fd = rc == 0 ? zbuf_ip_tap_fd(nif) : -1;
+    if (rc == 0 && o->tap) {
+        rc = zbuf_ip_tap_open(s, o->tap, &o->nc, o->bufs, &nif);
+        *fd = rc == 0 ? zbuf_ip_tap_fd(nif) : -1;
     }
     if (rc) {
-        fprintf(stderr, "zbuf-stack-demo: %s: %s%s%s\n", tap ? tap : packet, zbuf_strerror(rc),
-                why[0] ? ": " : "", why);
-        return 1;
+        fprintf(stderr, "zbuf-stack-demo: %s: %s%s%s\n", o->tap ? o->tap : o->packet,
+                zbuf_strerror(rc), why[0] ? ": " : "", why);
+        return NULL;
     }
+    return s;
+}
+
+/* Echo, discard and chargen over TCP and UDP.  0, or -1 (said why). */
+static int listen_services(zbuf_ip_stack_t *s)
+{
     static const enum service svcs[] = {ECHO, DISCARD, CHARGEN};
     for (int i = 0; i < 3; i++) {
         zbuf_ip_tcp_t *l;
@@ -319,32 +336,16 @@ int main(int argc, char **argv)
             zbuf_ip_tcp_listen(l, ZBUF_IP_TCP_BACKLOG_MAX) || zbuf_ip_udp_new(s, &u) ||
             zbuf_ip_udp_bind(u, ZBUF_IP_ANY, (uint16_t)svcs[i])) {
             fprintf(stderr, "zbuf-stack-demo: cannot listen on port %d\n", svcs[i]);
-            return 1;
+            return -1;
         }
         zbuf_ip_tcp_set_callbacks(l, &cb, (void *)(intptr_t)svcs[i]);
         zbuf_ip_udp_set_recv(u, on_udp, (void *)(intptr_t)svcs[i]);
     }
+    return 0;
+}
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns EINTR */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    printf("zbuf-stack-demo: %s %u.%u.%u.%u/%d ready (echo 7, discard 9, chargen 19)\n",
-           tap ? tap : packet,
-           nc.addr >> 24, (nc.addr >> 16) & 255, (nc.addr >> 8) & 255, nc.addr & 255, prefix);
-    fflush(stdout);
-
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    while (!stop) {
-        uint64_t d = zbuf_ip_next_deadline(s), now = zbuf_ip_now(s);
-        int timeout = d == ZBUF_IP_NEVER ? 1000 : d <= now ? 0 : (int)(d - now > 1000 ? 1000 : d - now);
-        poll(&pfd, 1, timeout);
-        zbuf_ip_poll(s);
-    }
-
+static void print_stats(const zbuf_ip_stack_t *s)
+{
     zbuf_ip_stats_t st;
     zbuf_ip_stats(s, &st);
     zbuf_stats_t zs;
@@ -377,6 +378,41 @@ int main(int argc, char **argv)
            (unsigned long long)zs.bytes_copied,
            payload ? (double)zs.bytes_copied / (double)payload : 0.0);
     fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.nc = {.mac = {0x02, 0x7a, 0x62, 0x75, 0x66, 0x01}}, .prefix = -1,
+                     .bufs = 4096};
+    parse_args(argc, argv, &o);
+    char *text = chargen_init();
+    if (text == NULL)
+        return 1;
+    int fd = -1;
+    zbuf_ip_stack_t *s = open_stack(&o, &fd);
+    if (s == NULL || listen_services(s) != 0)
+        return 1;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    uint32_t a = o.nc.addr;
+    printf("zbuf-stack-demo: %s %u.%u.%u.%u/%d ready (echo 7, discard 9, chargen 19)\n",
+           o.tap ? o.tap : o.packet, a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255, o.prefix);
+    fflush(stdout);
+
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (!stop) {
+        uint64_t d = zbuf_ip_next_deadline(s), now = zbuf_ip_now(s);
+        int timeout = d == ZBUF_IP_NEVER ? 1000 : d <= now ? 0 : (int)(d - now > 1000 ? 1000 : d - now);
+        poll(&pfd, 1, timeout);
+        zbuf_ip_poll(s);
+    }
+    print_stats(s);
     zbuf_ip_stack_delete(s);
     zbuf_delete(chargen_text);
     free(text);

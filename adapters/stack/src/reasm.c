@@ -31,9 +31,6 @@
 
 #include "stack_internal.h"
 
-/* Largest datagram, IP header included (the 16-bit total length). */
-#define IP_MAX_DATAGRAM 65535u
-
 struct ip_frag {
     uint32_t off;  /* payload offset in the datagram, bytes */
     uint32_t len;  /* bytes, > 0; off + len <= IP_MAX_DATAGRAM */

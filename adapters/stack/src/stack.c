@@ -29,7 +29,7 @@
 
 #include "stack_internal.h"
 
-static const uint8_t bcast_mac[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+static const uint8_t bcast_mac[ETH_ALEN] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 /* ------------------------------------------------------------ utilities */
 
@@ -109,7 +109,7 @@ static void leave(zbuf_ip_stack_t *s)
 
 static bool is_bcast(const zbuf_ip_netif_t *nif, uint32_t a)
 {
-    return a == 0xffffffffu || (nif->mask != 0xffffffffu && a == (nif->cfg.addr | ~nif->mask));
+    return a == IP_BROADCAST || (nif->mask != 0xffffffffu && a == (nif->cfg.addr | ~nif->mask));
 }
 
 /* Addresses that are never a datagram's source (RFC 1122 3.2.1.3 and
@@ -144,6 +144,19 @@ static bool martian(const zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif, uint32
             return true;
     }
     return false;
+}
+
+uint16_t zbuf_ip__ephemeral(zbuf_ip_stack_t *s, uint32_t addr,
+                            bool (*in_use)(zbuf_ip_stack_t *s, uint32_t addr, uint16_t port))
+{
+    for (int tries = 0; tries < PORT_DYNAMIC_COUNT; tries++) {
+        uint16_t p = s->next_port++;
+        if (s->next_port == 0)
+            s->next_port = PORT_DYNAMIC_MIN;
+        if (p >= PORT_DYNAMIC_MIN && !in_use(s, addr, p))
+            return p;
+    }
+    return 0;
 }
 
 uint32_t zbuf_ip__random(zbuf_ip_stack_t *s)
@@ -296,7 +309,8 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     s->arp_next = ZBUF_IP_NEVER;
     s->rx_level = -1;
     s->rng = zbuf_ip__siphash(c.isn_key, "rng", 3) | 1;
-    s->next_port = (uint16_t)(49152 + (c.isn_key[0] | (c.isn_key[1] << 8)) % 16384);
+    s->next_port = (uint16_t)(PORT_DYNAMIC_MIN +
+                              (c.isn_key[0] | (c.isn_key[1] << 8)) % PORT_DYNAMIC_COUNT);
     zbuf_ip__tick(s);
     s->arp_tokens = (uint64_t)ZBUF_IP_ARP_REQUESTS_PER_SEC * 1000;
     s->arp_tokens_at = s->now;
@@ -359,7 +373,7 @@ static bool mtu_ok(uint16_t mtu)
     if (mtu > ZBUF_IP_MAX_MTU)
         return false;
 #endif
-    return mtu >= 576;
+    return mtu >= IP_MIN_MTU;
 }
 
 int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
@@ -376,7 +390,7 @@ int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
         n->stack = s;
         n->cfg = *cfg;
         if (n->cfg.mtu == 0)
-            n->cfg.mtu = 1500;
+            n->cfg.mtu = ZBUF_IP__MTU_DEFAULT;
         n->mask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
         n->drv = *drv;
         n->ctx = ctx;
@@ -442,46 +456,46 @@ static int driver_tx(zbuf_ip_netif_t *nif, zbuf_t *frame)
 }
 
 /* Prepend an Ethernet header and transmit; consumes `pkt`. */
-static int eth_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, const uint8_t dst[6], uint16_t type)
+static int eth_output(zbuf_ip_netif_t *nif, zbuf_t *pkt, const uint8_t dst[ETH_ALEN], uint16_t type)
 {
     uint8_t *h;
     if (zbuf_prepend_space(pkt, ETH_HLEN, (void **)&h) != 0) {
         zbuf_delete(pkt);
         return -ENOMEM;
     }
-    memcpy(h, dst, 6);
-    memcpy(h + 6, nif->cfg.mac, 6);
+    memcpy(h, dst, ETH_ALEN);
+    memcpy(h + ETH_ALEN, nif->cfg.mac, ETH_ALEN);
     put16(h + 12, type);
     return driver_tx(nif, pkt);
 }
 
 /* ------------------------------------------------------------------- ARP */
 
-static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uint8_t mac[6]);
+static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uint8_t mac[ETH_ALEN]);
 
-static int arp_send(zbuf_ip_netif_t *nif, uint16_t op, const uint8_t tha[6], uint32_t tpa,
-                    const uint8_t eth_dst[6])
+static int arp_send(zbuf_ip_netif_t *nif, uint16_t op, const uint8_t tha[ETH_ALEN], uint32_t tpa,
+                    const uint8_t eth_dst[ETH_ALEN])
 {
     zbuf_t *z;
     uint8_t *a;
     if (zbuf_create(&z) != 0)
         return -ENOMEM;
     /* 28 bytes of ARP plus 18 of padding up to the 60-byte Ethernet minimum. */
-    if (zbuf_append_space(z, 46, (void **)&a) != 0) {
+    if (zbuf_append_space(z, ETH_ZLEN - ETH_HLEN, (void **)&a) != 0) {
         zbuf_delete(z);
         return -ENOMEM;
     }
-    memset(a, 0, 46);
-    put16(a, 1);
+    memset(a, 0, ETH_ZLEN - ETH_HLEN);
+    put16(a, ARP_HTYPE_ETHER);
     put16(a + 2, ETH_TYPE_IP);
-    a[4] = 6;
-    a[5] = 4;
+    a[4] = ETH_ALEN;
+    a[5] = 4; /* bytes of an IPv4 address */
     put16(a + 6, op);
-    memcpy(a + 8, nif->cfg.mac, 6);
+    memcpy(a + 8, nif->cfg.mac, ETH_ALEN);
     put32(a + 14, nif->cfg.addr);
-    memcpy(a + 18, tha, 6);
+    memcpy(a + 18, tha, ETH_ALEN);
     put32(a + 24, tpa);
-    if (op == 1)
+    if (op == ARP_OP_REQUEST)
         nif->stack->st.arp_requests_tx++;
     else
         nif->stack->st.arp_replies_tx++;
@@ -515,9 +529,9 @@ static bool arp_token(zbuf_ip_stack_t *s)
 
 static void arp_request(zbuf_ip_netif_t *nif, uint32_t ip)
 {
-    static const uint8_t zero[6];
+    static const uint8_t zero[ETH_ALEN];
     if (arp_token(nif->stack))
-        arp_send(nif, 1, zero, ip, bcast_mac);
+        arp_send(nif, ARP_OP_REQUEST, zero, ip, bcast_mac);
 }
 
 static struct arp_entry *arp_find(zbuf_ip_stack_t *s, const zbuf_ip_netif_t *nif, uint32_t ip)
@@ -594,7 +608,7 @@ static struct arp_pending *arp_pend_alloc(zbuf_ip_stack_t *s)
 /* Remember (or refresh) `ip` at `mac`: in a resolved entry if there is one
  * or a place for one.  Returns the entry, or NULL if not cached. */
 static struct arp_entry *arp_learn(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uint32_t ip,
-                                   const uint8_t mac[6], bool create)
+                                   const uint8_t mac[ETH_ALEN], bool create)
 {
     struct arp_entry *e = arp_find(s, nif, ip);
     if (e == NULL) {
@@ -604,7 +618,7 @@ static struct arp_entry *arp_learn(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uin
         e->ip = ip;
         e->nif = nif;
     }
-    memcpy(e->mac, mac, 6);
+    memcpy(e->mac, mac, ETH_ALEN);
     e->expires = s->now + ZBUF_IP_ARP_MAX_AGE_MS;
     arp_note(s, e->expires);
     return e;
@@ -613,7 +627,7 @@ static struct arp_entry *arp_learn(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uin
 /* Pending entry `p` resolved to `mac`: cache it if there is room, and send
  * what waited, in order, each datagram cut into fragments now if it is
  * above the MTU. */
-static void arp_resolved(zbuf_ip_stack_t *s, struct arp_pending *p, const uint8_t mac[6])
+static void arp_resolved(zbuf_ip_stack_t *s, struct arp_pending *p, const uint8_t mac[ETH_ALEN])
 {
     zbuf_ip_netif_t *nif = p->nif;
     struct arp_entry *e = arp_learn(s, nif, p->ip, mac, true);
@@ -629,8 +643,8 @@ static void arp_resolved(zbuf_ip_stack_t *s, struct arp_pending *p, const uint8_
     memcpy(q, p->queue, n * sizeof q[0]);
     p->nqueue = 0;
     arp_pend_drop(s, p);
-    uint8_t to[6];
-    memcpy(to, mac, 6);
+    uint8_t to[ETH_ALEN];
+    memcpy(to, mac, ETH_ALEN);
     for (unsigned i = 0; i < n; i++) {
         if (nif->in_use) {
             ip_transmit(nif, &q[i], to);
@@ -644,21 +658,22 @@ static void arp_resolved(zbuf_ip_stack_t *s, struct arp_pending *p, const uint8_
 static int arp_input(zbuf_ip_netif_t *nif, zbuf_t *z)
 {
     zbuf_ip_stack_t *s = nif->stack;
-    uint8_t tmp[28];
-    const uint8_t *a = zbuf_ip__hdr(z, 0, 28, tmp);
+    uint8_t tmp[ARP_LEN];
+    const uint8_t *a = zbuf_ip__hdr(z, 0, ARP_LEN, tmp);
     int rc = 0;
-    if (a == NULL || get16(a) != 1 || get16(a + 2) != ETH_TYPE_IP || a[4] != 6 || a[5] != 4) {
+    if (a == NULL || get16(a) != ARP_HTYPE_ETHER || get16(a + 2) != ETH_TYPE_IP || a[4] != ETH_ALEN ||
+        a[5] != 4) {
         s->st.bad_arp++;
         rc = -EBADMSG;
         goto out;
     }
     uint16_t op = get16(a + 6);
-    uint8_t sha[6];
-    memcpy(sha, a + 8, 6);
+    uint8_t sha[ETH_ALEN];
+    memcpy(sha, a + 8, ETH_ALEN);
     uint32_t spa = get32(a + 14), tpa = get32(a + 24);
     /* A multicast sender, someone claiming one of our addresses, or a
      * sender address no host may have (0.0.0.0 is an RFC 5227 probe). */
-    if ((op != 1 && op != 2) || (sha[0] & 1) || (spa != 0 && martian(s, nif, spa, true))) {
+    if ((op != ARP_OP_REQUEST && op != ARP_OP_REPLY) || (sha[0] & 1) || (spa != 0 && martian(s, nif, spa, true))) {
         s->st.bad_arp++;
         rc = -EBADMSG;
         goto out;
@@ -670,10 +685,10 @@ static int arp_input(zbuf_ip_netif_t *nif, zbuf_t *z)
         else /* they talk to us: we will likely answer them, remember them */
             arp_learn(s, nif, spa, sha, tpa == nif->cfg.addr);
     }
-    if (op == 1 && tpa == nif->cfg.addr && spa != 0)
-        arp_send(nif, 2, sha, spa, sha);
-    else if (op == 1 && tpa == nif->cfg.addr) /* RFC 5227 probe: answer by broadcast */
-        arp_send(nif, 2, sha, 0, bcast_mac);
+    if (op == ARP_OP_REQUEST && tpa == nif->cfg.addr && spa != 0)
+        arp_send(nif, ARP_OP_REPLY, sha, spa, sha);
+    else if (op == ARP_OP_REQUEST && tpa == nif->cfg.addr) /* RFC 5227 probe: answer by broadcast */
+        arp_send(nif, ARP_OP_REPLY, sha, 0, bcast_mac);
 out:
     zbuf_delete(z);
     if (rc != 0)
@@ -729,6 +744,16 @@ static int arp_output(zbuf_ip_netif_t *nif, const struct ip_dgram *d, uint32_t n
     return 0;
 }
 
+/* Whether deadline `at` has come; if not, it bounds arp_next. */
+static bool arp_due(zbuf_ip_stack_t *s, uint64_t at)
+{
+    if (at > s->now) {
+        arp_note(s, at);
+        return false;
+    }
+    return true;
+}
+
 static int arp_timers(zbuf_ip_stack_t *s)
 {
     int n = 0;
@@ -737,23 +762,15 @@ static int arp_timers(zbuf_ip_stack_t *s)
     s->arp_next = ZBUF_IP_NEVER;
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++) {
         struct arp_entry *e = &s->arp[i];
-        if (!e->valid)
+        if (!e->valid || !arp_due(s, e->expires))
             continue;
-        if (e->expires > s->now) {
-            arp_note(s, e->expires);
-            continue;
-        }
         n++;
         memset(e, 0, sizeof *e);
     }
     for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++) {
         struct arp_pending *p = &s->arp_pend[i];
-        if (!p->busy)
+        if (!p->busy || !arp_due(s, p->deadline))
             continue;
-        if (p->deadline > s->now) {
-            arp_note(s, p->deadline);
-            continue;
-        }
         n++;
         if (++p->rounds >= ZBUF_IP_ARP_TRIES) {
             s->st.arp_queue_drops += p->nqueue;
@@ -776,7 +793,7 @@ zbuf_ip_netif_t *zbuf_ip__route(zbuf_ip_stack_t *s, uint32_t dst)
         zbuf_ip_netif_t *n = &s->netifs[i];
         if (!n->in_use)
             continue;
-        if (dst == 0xffffffffu || (dst & n->mask) == (n->cfg.addr & n->mask))
+        if (dst == IP_BROADCAST || (dst & n->mask) == (n->cfg.addr & n->mask))
             return n;
         if (gw == NULL && n->cfg.gateway != 0)
             gw = n;
@@ -806,7 +823,7 @@ static uint16_t ip_id_next(zbuf_ip_stack_t *s, uint32_t src, uint32_t dst, uint8
  * `pkt`, a piece of datagram `d`, and hand it to the driver for `mac`;
  * consumes `pkt`. */
 static int ip_send(zbuf_ip_netif_t *nif, const struct ip_dgram *d, zbuf_t *pkt, uint16_t frag,
-                   const uint8_t mac[6])
+                   const uint8_t mac[ETH_ALEN])
 {
     size_t total = zbuf_length(pkt) + IP_HLEN;
     uint8_t *h;
@@ -814,7 +831,7 @@ static int ip_send(zbuf_ip_netif_t *nif, const struct ip_dgram *d, zbuf_t *pkt, 
         zbuf_delete(pkt);
         return -ENOMEM;
     }
-    h[0] = 0x45;
+    h[0] = IP_VHL;
     h[1] = 0;
     put16(h + 2, (uint16_t)total);
     put16(h + 4, d->id);
@@ -833,13 +850,13 @@ static int ip_send(zbuf_ip_netif_t *nif, const struct ip_dgram *d, zbuf_t *pkt, 
  * fragment is a zbuf_dup() of its range: the payload is shared, never
  * copied, and each gets its own header segment.  Consumes d->pkt.  Stops
  * at the first fragment that cannot go: the datagram is lost anyway. */
-static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uint8_t mac[6])
+static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uint8_t mac[ETH_ALEN])
 {
     zbuf_ip_stack_t *s = nif->stack;
     zbuf_t *pkt = d->pkt;
     size_t plen = zbuf_length(pkt);
     if (plen + IP_HLEN <= nif->cfg.mtu)
-        return ip_send(nif, d, pkt, 0x4000, mac); /* DF on what fits: path MTU discovery */
+        return ip_send(nif, d, pkt, IP_DF, mac); /* DF on what fits: path MTU discovery */
     size_t max = ((size_t)nif->cfg.mtu - IP_HLEN) & ~(size_t)7; /* >= 552 */
     int rc = 0;
     for (size_t off = 0; off < plen && rc == 0; off += max) {
@@ -850,7 +867,7 @@ static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uin
             break;
         }
         s->st.ip_frags_tx++;
-        rc = ip_send(nif, d, f, (uint16_t)((off + n < plen ? 0x2000 : 0) | (off >> 3)), mac);
+        rc = ip_send(nif, d, f, (uint16_t)((off + n < plen ? IP_MF : 0) | (off >> 3)), mac);
     }
     zbuf_delete(pkt);
     return rc;
@@ -864,14 +881,14 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
         return -ENETUNREACH;
     }
     size_t total = zbuf_length(pkt) + IP_HLEN;
-    if (total > 65535) {
+    if (total > IP_MAX_DATAGRAM) {
         zbuf_delete(pkt);
         return -EMSGSIZE;
     }
     struct ip_dgram d = {.pkt = pkt, .src = src ? src : nif->cfg.addr, .dst = dst, .id = 0,
                          .proto = proto};
     uint32_t nexthop = dst;
-    if (dst != 0xffffffffu && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
+    if (dst != IP_BROADCAST && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
         nexthop = nif->cfg.gateway;
     /* Chosen now, once: the fragments leave later if ARP must resolve. */
     if (total > nif->cfg.mtu)
@@ -910,15 +927,15 @@ static void udp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e
 static int icmp_error_input(zbuf_ip_stack_t *s, zbuf_t *z, const uint8_t *h)
 {
     s->st.icmp_errors_rx++;
-    uint8_t tmp[60 + 8];
+    uint8_t tmp[IP_HLEN_MAX + ICMP_QUOTE_PAYLOAD];
     size_t len = zbuf_length(z);
-    const uint8_t *q = len >= ICMP_HLEN + IP_HLEN + 8 ? zbuf_ip__hdr(z, ICMP_HLEN, IP_HLEN, tmp)
+    const uint8_t *q = len >= ICMP_HLEN + IP_HLEN + ICMP_QUOTE_PAYLOAD ? zbuf_ip__hdr(z, ICMP_HLEN, IP_HLEN, tmp)
                                                       : NULL;
     size_t qhl = q ? (size_t)(q[0] & 0xf) * 4 : 0;
     struct zbuf_ip__icmp_err e = {.type = h[0], .code = h[1], .mtu = get16(h + 6)};
     int rc = -ENOENT;
     if (q == NULL || (q[0] >> 4) != 4 || qhl < IP_HLEN || len < ICMP_HLEN + qhl + 8 ||
-        (get16(q + 6) & 0x1fff) != 0) /* a later fragment quotes no transport header */
+        (get16(q + 6) & IP_OFFMASK) != 0) /* a later fragment quotes no transport header */
         goto out;
     uint8_t proto = q[9];
     e.qlen = get16(q + 2);
@@ -934,7 +951,7 @@ static int icmp_error_input(zbuf_ip_stack_t *s, zbuf_t *z, const uint8_t *h)
     e.seq = get32(t + 4);
     if (proto == IP_PROTO_TCP) {
         rc = zbuf_ip__tcp_icmp_error(s, &e);
-    } else if (e.type == 3) {
+    } else if (e.type == ICMP_DEST_UNREACH) {
         udp_icmp_error(s, &e);
         rc = 0;
     }
@@ -962,22 +979,24 @@ static int icmp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t ds
     }
     uint8_t type = h[0], code = h[1];
     uint16_t id = get16(h + 4), seq = get16(h + 6);
-    if (type == 8 && code == 0 && dst == nif->cfg.addr) {
+    if (type == ICMP_ECHO && code == 0 && dst == nif->cfg.addr) {
         s->st.icmp_echo_rx++;
         /* Echo the request's own payload segments behind a new header. */
         zbuf_cut(z, 0, ICMP_HLEN, NULL);
         s->st.icmp_echo_tx++;
-        icmp_send(s, z, 0, 0, id, seq, dst, src);
+        icmp_send(s, z, ICMP_ECHO_REPLY, 0, id, seq, dst, src);
         return 0;
     }
-    if (type == 0 && code == 0 && s->cfg.ping_reply && dst == nif->cfg.addr) {
+    if (type == ICMP_ECHO_REPLY && code == 0 && s->cfg.ping_reply && dst == nif->cfg.addr) {
         zbuf_cut(z, 0, ICMP_HLEN, NULL);
         s->cfg.ping_reply(s->cfg.ping_arg, src, id, seq, z);
         return 0;
     }
     /* Errors about what we sent; only to our own address (never to a
      * broadcast: RFC 1122 3.2.2 forbids sending them there). */
-    if ((type == 3 || type == 4 || type == 11 || type == 12) && dst == nif->cfg.addr)
+    if ((type == ICMP_DEST_UNREACH || type == ICMP_SOURCE_QUENCH || type == ICMP_TIME_EXCEEDED ||
+         type == ICMP_PARAM_PROBLEM) &&
+        dst == nif->cfg.addr)
         return icmp_error_input(s, z, h);
 drop:
     zbuf_delete(z);
@@ -1002,8 +1021,7 @@ int zbuf_ip__icmp_reasm_timeout(zbuf_ip_stack_t *s, const uint8_t *orig, size_t 
         return -ENOMEM;
     }
     memcpy(p, orig, len); /* the quoted header, built like any header */
-    /* time exceeded (11), fragment reassembly time exceeded (1) */
-    return icmp_send(s, z, 11, 1, 0, 0, from, to);
+    return icmp_send(s, z, ICMP_TIME_EXCEEDED, ICMP_EXC_FRAGTIME, 0, 0, from, to);
 }
 
 int zbuf_ip_ping(zbuf_ip_stack_t *s, uint32_t dst, uint16_t id, uint16_t seq, zbuf_t *data)
@@ -1016,7 +1034,7 @@ int zbuf_ip_ping(zbuf_ip_stack_t *s, uint32_t dst, uint16_t id, uint16_t seq, zb
     if (z == NULL && zbuf_create(&z) != 0)
         return -ENOMEM;
     enter(s);
-    icmp_send(s, z, 8, 0, id, seq, 0, dst); /* consumed either way: a drop is a loss */
+    icmp_send(s, z, ICMP_ECHO, 0, id, seq, 0, dst); /* consumed either way: a drop is a loss */
     leave(s);
     return 0;
 }
@@ -1078,6 +1096,11 @@ static int udp_input(zbuf_ip_netif_t *nif, zbuf_t *z, uint32_t src, uint32_t dst
     return 0;
 }
 
+static bool udp_port_in_use(zbuf_ip_stack_t *s, uint32_t addr, uint16_t port)
+{
+    return udp_lookup(s, addr, port) != NULL;
+}
+
 int zbuf_ip_udp_new(zbuf_ip_stack_t *s, zbuf_ip_udp_t **out)
 {
     if (s == NULL || out == NULL)
@@ -1101,15 +1124,7 @@ int zbuf_ip_udp_bind(zbuf_ip_udp_t *u, uint32_t addr, uint16_t port)
         return -EINVAL;
     zbuf_ip_stack_t *s = u->stack;
     if (port == 0) {
-        for (int tries = 0; tries < 16384; tries++) {
-            uint16_t p = s->next_port++;
-            if (s->next_port == 0)
-                s->next_port = 49152;
-            if (p >= 49152 && udp_lookup(s, addr, p) == NULL) {
-                port = p;
-                break;
-            }
-        }
+        port = zbuf_ip__ephemeral(s, addr, udp_port_in_use);
         if (port == 0)
             return -EADDRINUSE;
     } else {
@@ -1146,17 +1161,16 @@ void zbuf_ip_udp_set_broadcast(zbuf_ip_udp_t *u, bool on)
         u->broadcast = on;
 }
 
-/* Which errno an ICMP destination unreachable code stands for. */
-static int unreach_errno(uint8_t code)
+int zbuf_ip__unreach_errno(uint8_t code)
 {
     switch (code) {
-    case 0:
+    case ICMP_UNREACH_NET:
         return -ENETUNREACH;
-    case 2:
+    case ICMP_UNREACH_PROTO:
         return -ENOPROTOOPT;
-    case 3:
+    case ICMP_UNREACH_PORT:
         return -ECONNREFUSED;
-    case 4:
+    case ICMP_UNREACH_NEEDFRAG:
         return -EMSGSIZE;
     default:
         return -EHOSTUNREACH;
@@ -1178,7 +1192,7 @@ static void udp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e
         return;
     }
     s->st.udp_icmp_errors++;
-    u->error(u->error_arg, u, unreach_errno(e->code), e->dst, e->dport);
+    u->error(u->error_arg, u, zbuf_ip__unreach_errno(e->code), e->dst, e->dport);
 }
 
 int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dport)
@@ -1197,7 +1211,7 @@ int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dp
     if (is_bcast(nif, dst) && !u->broadcast)
         return -EACCES;
     size_t plen = zbuf_length(data);
-    if (plen + UDP_HLEN + IP_HLEN > 65535)
+    if (plen + UDP_HLEN + IP_HLEN > IP_MAX_DATAGRAM)
         return -EMSGSIZE; /* above the MTU is fine: it leaves in fragments */
     uint8_t *h;
     int rc = zbuf_prepend_space(data, UDP_HLEN, (void **)&h);
@@ -1213,7 +1227,7 @@ int zbuf_ip_udp_sendto(zbuf_ip_udp_t *u, zbuf_t *data, uint32_t dst, uint16_t dp
     if (!(nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD)) {
         uint16_t ck = zbuf_ip__fold(
             zbuf_ip__sum_zbuf(data, 0, ulen, zbuf_ip__pseudo(src, dst, IP_PROTO_UDP, ulen)));
-        put16(h + 6, ck ? ck : 0xffff);
+        put16(h + UDP_CSUM_OFF, ck ? ck : 0xffff); /* 0 means none (RFC 768) */
     }
     s->st.udp_tx++;
     s->st.udp_payload_tx += plen;
@@ -1273,7 +1287,7 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
     /* RFC 1122 3.2.1.3: drop silently what comes from an address no host
      * has, or from one of ours (a LAND attack, or a reflection); 0.0.0.0
      * only from a host booting, as UDP to the limited broadcast (DHCP). */
-    if (src == 0 ? !(proto == IP_PROTO_UDP && dst == 0xffffffffu)
+    if (src == 0 ? !(proto == IP_PROTO_UDP && dst == IP_BROADCAST)
                  : martian(s, nif, src, true)) {
         s->st.bad_ip++;
         s->st.ip_bad_source++;
@@ -1294,15 +1308,15 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
         return -ENOENT;
     }
     uint8_t iph[IP_HLEN]; /* h may point into a segment the cuts below free */
-    if (frag & 0x3fff)
+    if (frag & IP_FRAG_BITS)
         memcpy(iph, h, IP_HLEN); /* only fragments need the header later */
     if (total < len)
         zbuf_cut(z, total, ZBUF_TO_END, NULL); /* Ethernet padding */
     zbuf_cut(z, 0, hlen, NULL);                /* options, if any, are ignored */
-    if (frag & 0x3fff) { /* MF or an offset: a fragment */
+    if (frag & IP_FRAG_BITS) { /* MF or an offset: a fragment */
         zbuf_t *whole = NULL;
-        int rc = zbuf_ip__reasm_input(nif, z, src, dst, proto, id, (uint32_t)(frag & 0x1fff) * 8,
-                                      (frag & 0x2000) != 0, iph, hlen, &whole);
+        int rc = zbuf_ip__reasm_input(nif, z, src, dst, proto, id, (uint32_t)(frag & IP_OFFMASK) * 8,
+                                      (frag & IP_MF) != 0, iph, hlen, &whole);
         if (rc <= 0) {
             if (rc < 0)
                 s->st.rx_drops++;
@@ -1363,7 +1377,7 @@ int zbuf_ip_netif_input(zbuf_ip_netif_t *nif, zbuf_t *frame)
         s->st.rx_drops++;
         zbuf_delete(frame);
         rc = -EBADMSG;
-    } else if (memcmp(h, nif->cfg.mac, 6) != 0 && memcmp(h, bcast_mac, 6) != 0) {
+    } else if (memcmp(h, nif->cfg.mac, ETH_ALEN) != 0 && memcmp(h, bcast_mac, ETH_ALEN) != 0) {
         s->st.rx_drops++; /* someone else's unicast, or multicast we never joined */
         zbuf_delete(frame);
         rc = -ENOENT;

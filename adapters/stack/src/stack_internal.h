@@ -6,7 +6,7 @@
  *   drivers       link.c (in-memory link), tap.c (Linux TAP)
  *   stack.c       the stack object, interfaces, Ethernet, ARP, IPv4, ICMP, UDP
  *   reasm.c       IPv4 fragment reassembly
- *   tcp.c         TCP
+ *   tcp*.c        TCP (its files: tcp_internal.h)
  *   sock.c        the socket-like convenience layer over TCP
  *   cksum.c       checksums over zbuf segments, SipHash-2-4
  * Every packet is a zbuf.  On the way up each layer cuts its header off the
@@ -24,50 +24,9 @@
 
 #include <zbuf/ip.h>
 
+#include "wire.h"
+
 #define ZBUF_IP__HIDDEN __attribute__((visibility("hidden")))
-
-/* Wire sizes. */
-#define ETH_HLEN 14
-#define ETH_TYPE_IP 0x0800
-#define ETH_TYPE_ARP 0x0806
-#define IP_HLEN 20
-#define IP_PROTO_ICMP 1
-#define IP_PROTO_TCP 6
-#define IP_PROTO_UDP 17
-#define UDP_HLEN 8
-#define TCP_HLEN 20
-#define ICMP_HLEN 8
-
-/* TCP flags. */
-#define TCP_FIN 0x01
-#define TCP_SYN 0x02
-#define TCP_RST 0x04
-#define TCP_PSH 0x08
-#define TCP_ACK 0x10
-#define TCP_URG 0x20
-
-/* Big-endian helpers on raw bytes (headers are written into fresh header
- * segments and read from peeked header bytes). */
-static inline uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-static inline uint32_t get32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-static inline void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-static inline void put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
 
 /* ------------------------------------------------------------- checksums */
 
@@ -268,6 +227,11 @@ static inline int zbuf_ip__rx_hold(zbuf_ip_stack_t *s, zbuf_t *z, bool speculati
 /* Replace the segments of `z` by one compact buffer of its length (a
  * counted copy).  0, or a negative errno with `z` unchanged. */
 ZBUF_IP__HIDDEN int zbuf_ip__collapse(zbuf_ip_stack_t *s, zbuf_t *z);
+/* A free ephemeral port for `addr`: the next from the stack's cursor over
+ * the dynamic range that `in_use` says is free; 0 if none. */
+ZBUF_IP__HIDDEN uint16_t zbuf_ip__ephemeral(zbuf_ip_stack_t *s, uint32_t addr,
+                                            bool (*in_use)(zbuf_ip_stack_t *s, uint32_t addr,
+                                                           uint16_t port));
 /* A random 32-bit number (not cryptographic: jitter for rate limits). */
 ZBUF_IP__HIDDEN uint32_t zbuf_ip__random(zbuf_ip_stack_t *s);
 
@@ -319,6 +283,8 @@ struct zbuf_ip__icmp_err {
     uint32_t seq;           /* TCP: the quoted sequence number */
     uint16_t qlen;          /* the quoted datagram's total length */
 };
+/* The errno a destination unreachable of `code` stands for. */
+ZBUF_IP__HIDDEN int zbuf_ip__unreach_errno(uint8_t code);
 /* Returns 0 when the error was used, -ENOENT when it was ignored. */
 ZBUF_IP__HIDDEN int zbuf_ip__tcp_icmp_error(zbuf_ip_stack_t *s, const struct zbuf_ip__icmp_err *e);
 /* Start a new second of the challenge ACK budget (a random one). */

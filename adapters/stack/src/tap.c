@@ -151,8 +151,8 @@ int zbuf_ip_tap_open(zbuf_ip_stack_t *s, const char *name, const zbuf_ip_netif_c
         free(t);
         return e;
     }
-    uint16_t mtu = cfg->mtu ? cfg->mtu : 1500;
-    t->frame_max = (size_t)mtu + ETH_HLEN + 4;
+    uint16_t mtu = cfg->mtu ? cfg->mtu : ZBUF_IP__MTU_DEFAULT;
+    t->frame_max = (size_t)mtu + ETH_HLEN + ETH_VLAN_LEN;
     t->scratch = malloc(t->frame_max);
     int rc = t->scratch ? zbuf_pool_create(t->frame_max, pool_bufs ? pool_bufs : 1024, &t->pool)
                         : -ENOMEM;

@@ -8,7 +8,7 @@
  * send: the stack connects to a kernel sink and sends N bytes from one
  * static buffer by reference; recv: the kernel sends N bytes to a stack
  * discard server.  Reported: MB/s (wall), MB per CPU-second of the stack's
- * process (user + system, getrusage: the kernel's work on its behalf, TAP
+ * process (user + system CPU time: the kernel's work on its behalf, TAP
  * reads and writes or ring kicks, is in it), bytes the library copied per
  * payload byte.
  */
@@ -23,31 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zbuf/ip_packet.h>
 
+#include "bench_util.h"
 #include "nsutil.h"
 
 static struct zpt_ns ns;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
 
 /* The kernel peer, in namespace nsfd: sink (read until EOF) or source
  * (send N bytes to the stack's port 9, then close). */
