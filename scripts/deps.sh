@@ -3,7 +3,7 @@
 # document itself, if any is missing.  Run as root (CI and the README do).
 set -euo pipefail
 
-pkgs=(cmake make gcc clang pkg-config libclang-rt-14-dev
+pkgs=(cmake make gcc g++ clang pkg-config libclang-rt-14-dev
       libjemalloc-dev libcriterion-dev libuv1-dev liburing-dev
       libevent-dev liblwip-dev libenet-dev doxygen graphviz gnuplot-nox
       iproute2 iputils-ping nftables procps util-linux python3 python3-scapy

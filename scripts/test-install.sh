@@ -54,6 +54,20 @@ step "installed programs and libraries find their libraries (no LD_LIBRARY_PATH)
 
 scripts/check-man.sh "$prefix"
 
+# The installed headers ask nothing of a compiler beyond ISO C11 (a POSIX
+# feature macro, as for <pthread.h> or <uv.h>) and also compile as C++11:
+# every header, included at once, -pedantic-errors.
+hdrs=$work/headers.c
+while IFS= read -r h; do
+  echo "#include <${h#"$prefix"/include/}>"
+done < <(find "$prefix/include/zbuf" -name '*.h' | sort) >"$hdrs"
+echo 'int main(void) { return 0; }' >>"$hdrs"
+hflags=(-D_POSIX_C_SOURCE=200809L -pedantic-errors -Wall -Wextra -Werror -I"$prefix/include")
+cc -std=c11 "${hflags[@]}" -c "$hdrs" -o "$work/headers.o"
+cp "$hdrs" "$work/headers.cc"
+c++ -std=c++11 "${hflags[@]}" -c "$work/headers.cc" -o "$work/headers-cxx.o"
+step "$(grep -c include "$hdrs") installed headers compile as ISO C11 and as C++11 (-pedantic-errors)"
+
 cmake -S examples/consumer -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$work/consumer.log" 2>&1
 cmake --build "$work/cmake" >>"$work/consumer.log" 2>&1
 run_all "$work/cmake"
