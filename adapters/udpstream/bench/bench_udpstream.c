@@ -27,6 +27,8 @@ static void us_opts(zbuf_udpstream_opts_t *o)
     o->no_congestion_control = us_nocc;
     o->sndbuf = 64u << 20;
     o->cork = getenv("BENCH_CORK") != NULL;
+    const char *gro = getenv("BENCH_GRO"); /* 0: receive without UDP GRO */
+    o->no_gro = gro != NULL && strcmp(gro, "0") == 0;
     const char *mtu = getenv("BENCH_MTU"); /* loopback carries up to 65535 */
     if (mtu != NULL)
         o->mtu = (uint32_t)atoi(mtu);
