@@ -16,21 +16,24 @@
  * and they are filled densely.  Free space is a queue of regions (the
  * unfilled end of a buffer this path holds, or a whole fresh buffer); the
  * slots of one receive call take regions from its front, chained as one
- * iovec list of at least 64 KiB each, so a datagram lands right after the
- * previous one, possibly straddling two buffers (its zbuf then has two
- * segments).  A datagram thus pins its own bytes, never a whole buffer,
- * whether it came in a run or alone: a peer without GSO, or one sending
- * tiny datagrams, gets the same density.  A region whose buffer nobody
- * else refers to any more (its datagrams were all read and released) is
- * rewound to the start of the buffer.
+ * iovec list of at least 64 KiB each (a run may be that long), so a
+ * datagram lands right after the previous one, possibly straddling two
+ * buffers (its zbuf then has two segments).  A datagram thus pins its own
+ * bytes, never a whole buffer, whether it came in a run or alone: a peer
+ * without GSO, or one sending tiny datagrams, gets the same density.  A
+ * region whose buffer nobody else refers to any more (its datagrams were
+ * all read and released) is rewound to the start of the buffer; one whose
+ * end is smaller than GRO_MIN_REGION is given up, so a slot never chains
+ * more than GRO_IOV regions.
  *
  * Accounting.  zbuf__us_gro_room() is what the stream advertises in its
- * receive window: the free bytes (regions, rewindable buffers, the pool's
- * free buffers) less one buffer, since a slot needs 64 KiB of room to be
- * offered and the last 64 KiB can therefore not always be filled, counted
- * in datagrams of the largest size.  As long as the peer stays within the
- * window, its datagrams find room; beyond it, the transport's scratch path
- * reads the acknowledgement fields only (as with the plain pool).
+ * receive window: the free bytes of the regions and of the pool's free
+ * buffers, less GRO_MIN_REGION per buffer (an end that may be given up)
+ * and less the last 64 KiB (a receive call needs that much to offer one
+ * slot), in datagrams of the largest size.  The free bytes are real room
+ * whatever the pattern of arrival, so a peer within the window always
+ * finds it; beyond it, the transport's scratch path reads the
+ * acknowledgement fields only (as with the plain pool).
  *
  * Each datagram of a run becomes a zbuf of references to its bytes (no
  * copy) and goes through zbuf_udpstream_input() on its own, so that a
@@ -56,32 +59,32 @@
 #endif
 
 /* A region smaller than this is given up (its buffer goes back to the
- * pool once its datagrams are released): it would cut most datagrams
- * landing in it into two segments. */
-#define GRO_MIN_REGION 1024
-/* Regions one slot chains at most (tails first, then fresh buffers). */
-#define GRO_IOV 4
+ * pool once its datagrams are released), so that a slot's 64 KiB never
+ * take more than GRO_IOV regions. */
+#define GRO_MIN_REGION 4096
+/* Regions one slot chains at most. */
+#define GRO_IOV (ZUS_GRO_BUF / GRO_MIN_REGION)
 
-/* Datagrams of the largest size a whole buffer takes for sure (the end
- * of a buffer smaller than GRO_MIN_REGION may be given up). */
-static size_t per_buffer(const struct zus_gro *g)
+/* Free bytes of region @r, counting a buffer nobody else refers to as
+ * whole (it will be rewound). */
+static size_t region_free(const struct zus_gro_region *r)
 {
-    size_t per = (ZUS_GRO_BUF - GRO_MIN_REGION) / g->max_dgram;
-    return per > 0 ? per : 1;
+    return r->pos == 0 || zbuf_buf_writable(r->buf) ? ZUS_GRO_BUF : ZUS_GRO_BUF - r->pos;
 }
 
 uint32_t zbuf__us_gro_room(const struct zus_gro *g)
 {
-    /* Whole free buffers: the pool's, fresh or rewound regions, regions
-     * whose datagrams were all released.  The partial regions are a
-     * margin, not counted. */
-    size_t whole = zbuf_pool_available(g->pool);
-    for (unsigned i = 0; i < g->nreg; i++)
-        if (g->reg[i].pos == 0 || zbuf_buf_writable(g->reg[i].buf))
-            whole++;
-    if (whole <= 1)
+    /* Every free byte (regions, the pool's buffers), less what may be
+     * given up at the end of each buffer, less the last 64 KiB (a receive
+     * call needs that much room to offer one slot). */
+    size_t bytes = zbuf_pool_available(g->pool) * (ZUS_GRO_BUF - GRO_MIN_REGION);
+    for (unsigned i = 0; i < g->nreg; i++) {
+        size_t f = region_free(&g->reg[i]);
+        bytes += f > GRO_MIN_REGION ? f - GRO_MIN_REGION : 0;
+    }
+    if (bytes <= ZUS_GRO_BUF)
         return 0;
-    size_t n = (whole - 1) * per_buffer(g);
+    size_t n = (bytes - ZUS_GRO_BUF) / g->max_dgram;
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
@@ -154,46 +157,22 @@ static void regions_tidy(struct zus_gro *g)
     g->nreg = k;
 }
 
-/* Put a whole buffer at position @at of the queue (@at <= nreg): a later
- * whole region moved forward, or a fresh buffer from the pool (the region
- * it displaces goes to the end).  False when the pool is dry. */
-static bool whole_at(struct zus_gro *g, unsigned at)
-{
-    for (unsigned j = at; j < g->nreg; j++) {
-        if (g->reg[j].pos == 0) {
-            struct zus_gro_region t = g->reg[at];
-            g->reg[at] = g->reg[j];
-            g->reg[j] = t;
-            return true;
-        }
-    }
-    zbuf_buf_t *b;
-    if (zbuf_pool_get(g->pool, &b) < 0)
-        return false;
-    /* [at, nreg) are partial regions no slot uses yet (at is below the
-     * 4 x ZUS_GRO_SLOTS regions slots may use): a full queue gives up its
-     * last one (the buffer comes back once its datagrams are released). */
-    if (g->nreg == ZUS_GRO_REGIONS)
-        zbuf_buf_unref(g->reg[--g->nreg].buf);
-    if (at < g->nreg)
-        g->reg[g->nreg] = g->reg[at];
-    g->nreg++;
-    g->reg[at] = (struct zus_gro_region){.buf = b, .pos = 0};
-    return true;
-}
-
 /* Regions [from, from + n) as the room of one slot: at least ZUS_GRO_BUF
- * bytes (any datagram fits) in at most GRO_IOV regions, the last of which
- * may have to be a whole buffer.  n, or 0 when the pool is dry. */
+ * bytes (any datagram fits), a fresh buffer from the pool appended when
+ * the queue has too few.  n (at most GRO_IOV: every region has at least
+ * GRO_MIN_REGION bytes), or 0 when there is no room. */
 static unsigned slot_regions(struct zus_gro *g, unsigned from)
 {
     size_t room = 0;
     unsigned n = 0;
     while (room < ZUS_GRO_BUF) {
-        unsigned at = from + n;
-        if ((at == g->nreg || (n == GRO_IOV - 1 && g->reg[at].pos != 0)) && !whole_at(g, at))
-            return 0;
-        room += ZUS_GRO_BUF - g->reg[at].pos;
+        if (from + n == g->nreg) {
+            zbuf_buf_t *b;
+            if (g->nreg == ZUS_GRO_REGIONS || zbuf_pool_get(g->pool, &b) < 0)
+                return 0;
+            g->reg[g->nreg++] = (struct zus_gro_region){.buf = b, .pos = 0};
+        }
+        room += ZUS_GRO_BUF - g->reg[from + n].pos;
         n++;
     }
     return n;
@@ -255,7 +234,7 @@ static int span_dgram(const struct span *sp, size_t off, size_t len, zbuf_t **ou
  * be); @trunc: the kernel cut the message, so its last datagram is
  * incomplete.
  */
-static void deliver(zbuf_udpstream_t *s, const struct zus_gro *g, const struct span *sp, size_t n,
+static void deliver(zbuf_udpstream_t *s, uint32_t max_dgram, const struct span *sp, size_t n,
                     size_t seg, bool trunc, const struct sockaddr *from, socklen_t fromlen)
 {
     if (n == 0) {
@@ -266,13 +245,13 @@ static void deliver(zbuf_udpstream_t *s, const struct zus_gro *g, const struct s
         seg = n;
     } else {
         size_t count = (n + seg - 1) / seg;
-        if (seg < ZBUF_UDPSTREAM_HEADER || seg > g->max_dgram) {
+        if (seg < ZBUF_UDPSTREAM_HEADER || seg > max_dgram) {
             zbuf__us_count_bad(s, count);
             return;
         }
         zbuf__us_count_gro(s, count);
     }
-    if (n > g->max_dgram && seg == n) {
+    if (n > max_dgram && seg == n) {
         zbuf__us_count_bad(s, 1); /* as the plain path, which truncates it */
         return;
     }
@@ -303,10 +282,18 @@ static void deliver(zbuf_udpstream_t *s, const struct zus_gro *g, const struct s
     } while (off < n);
 }
 
-int zbuf__us_gro_recv(zbuf_udpstream_t *s, struct zus_gro *g, int fd, unsigned want)
+void zbuf__us_gro_split(zbuf_udpstream_t *s, zbuf_buf_t *b, size_t off, size_t n, size_t seg,
+                        uint32_t max_dgram, const struct sockaddr *from, socklen_t fromlen)
+{
+    struct span sp = {.buf = {b}, .off = {off}, .len = {n}, .n = 1};
+    deliver(s, max_dgram, &sp, n, seg, false, from, fromlen);
+}
+
+int zbuf__us_gro_recv(zbuf_udpstream_t *s, struct zus_gro *g, int fd, unsigned want,
+                      unsigned *offered)
 {
     struct mmsghdr mm[ZUS_GRO_SLOTS];
-    struct iovec iov[ZUS_GRO_SLOTS][GRO_IOV];
+    struct iovec iov[ZUS_GRO_REGIONS]; /* iov[i]: region i */
     struct sockaddr_storage from[ZUS_GRO_SLOTS];
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -324,17 +311,18 @@ int zbuf__us_gro_recv(zbuf_udpstream_t *s, struct zus_gro *g, int fd, unsigned w
         first[m] = at;
         for (unsigned j = 0; j < k; j++) {
             struct zus_gro_region *r = &g->reg[at + j];
-            iov[m][j] = (struct iovec){.iov_base = (uint8_t *)zbuf_buf_data(r->buf) + r->pos,
+            iov[at + j] = (struct iovec){.iov_base = (uint8_t *)zbuf_buf_data(r->buf) + r->pos,
                                        .iov_len = ZUS_GRO_BUF - r->pos};
         }
         mm[m].msg_hdr = (struct msghdr){.msg_name = &from[m], .msg_namelen = sizeof from[m],
-                                        .msg_iov = iov[m], .msg_iovlen = k,
+                                        .msg_iov = iov + at, .msg_iovlen = k,
                                         .msg_control = ctl[m].buf,
                                         .msg_controllen = sizeof ctl[m].buf};
         mm[m].msg_len = 0;
         at += k;
     }
     first[m] = at;
+    *offered = m;
     if (m == 0)
         return -ENOBUFS;
     int r;
@@ -358,7 +346,7 @@ int zbuf__us_gro_recv(zbuf_udpstream_t *s, struct zus_gro *g, int fd, unsigned w
             left -= take;
         }
         used[i] = mm[i].msg_len;
-        deliver(s, g, &sp, mm[i].msg_len, (size_t)zbuf__us_gro_size(mh),
+        deliver(s, g->max_dgram, &sp, mm[i].msg_len, (size_t)zbuf__us_gro_size(mh),
                 (mh->msg_flags & MSG_TRUNC) != 0, (struct sockaddr *)&from[i], mh->msg_namelen);
     }
     for (int i = 0; i < r; i++) {

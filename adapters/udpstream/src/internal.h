@@ -216,11 +216,18 @@ ZBUF__US_HIDDEN int zbuf__us_gro_open(struct zus_gro *g, int fd, uint32_t max_dg
                                       size_t dgrams);
 /* Drop the path's buffers and pool, give the socket its UDP_GRO back. */
 ZBUF__US_HIDDEN void zbuf__us_gro_close(struct zus_gro *g, int fd);
-/* One recvmmsg() of up to @want messages; each datagram of each goes to
- * zbuf_udpstream_input().  Messages received; -ENOBUFS (no room for one
- * message: nothing was read); -EAGAIN; another negative errno. */
+/* One recvmmsg() of up to @want messages (*@offered: as many as there
+ * was room for); each datagram of each goes to the stream.  Messages
+ * received; -ENOBUFS (no room for one message: nothing was read);
+ * -EAGAIN; another negative errno. */
 ZBUF__US_HIDDEN int zbuf__us_gro_recv(zbuf_udpstream_t *s, struct zus_gro *g, int fd,
-                                      unsigned want);
+                                      unsigned want, unsigned *offered);
+/* The datagrams of a run of @n bytes at @off of @b, cut every @seg bytes
+ * (0: one datagram), to the stream as the receive path hands them on
+ * (for the fuzzing harness and tests). */
+ZBUF__US_HIDDEN void zbuf__us_gro_split(zbuf_udpstream_t *s, zbuf_buf_t *b, size_t off,
+                                        size_t n, size_t seg, uint32_t max_dgram,
+                                        const struct sockaddr *from, socklen_t fromlen);
 /* Datagrams of the largest size the path can still take for sure. */
 ZBUF__US_HIDDEN uint32_t zbuf__us_gro_room(const struct zus_gro *g);
 /* The datagram size of a received run (the UDP_GRO control message of

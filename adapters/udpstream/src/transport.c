@@ -268,14 +268,14 @@ static int fd_recv(void *ctx, zbuf_udpstream_t *s)
     if (ts->gro.pool != NULL) {
         if (ts->recv_batch == 0)
             ts->recv_batch = 2;
-        unsigned want = ts->recv_batch;
-        int n = zbuf__us_gro_recv(s, &ts->gro, ts->fd, want);
+        unsigned want = ts->recv_batch, offered = 0;
+        int n = zbuf__us_gro_recv(s, &ts->gro, ts->fd, want, &offered);
         if (n == -ENOBUFS)
             return fd_recv_scratch(s, ts->fd);
-        if (n != -EAGAIN) /* (an idle call costs nothing per slot here) */
+        if (n != -EAGAIN && offered == want) /* (an idle call costs nothing per slot here) */
             adapt_batch(ts, want, n, 2, ZUS_GRO_SLOTS);
-        /* A full call: there may be more. */
-        return n <= 0 ? 0 : (unsigned)n == want ? ZUS_RECV_BATCH : n;
+        /* Every slot offered was filled: there may be more. */
+        return n <= 0 ? 0 : (unsigned)n == offered ? ZUS_RECV_BATCH : n;
     }
     zbuf_sock_msg_t msgs[ZUS_RECV_BATCH];
     if (ts->recv_batch == 0)
