@@ -31,7 +31,6 @@
 
 /* ---------------------------------------------------------- UDP sockets */
 
-#define GSO_MIN 2         /* a run shorter than this goes with sendmmsg() */
 #define GSO_MAX 64        /* the kernel's UDP_MAX_SEGMENTS (128 since Linux 6.9) */
 #define GSO_BYTES 65000   /* below the 64 KiB a UDP GSO send may carry */
 #define SEND_IOV 1024     /* IOV_MAX: iovecs of one send call, all datagrams */
@@ -94,47 +93,45 @@ static unsigned gso_run(const struct zus_out *o, unsigned i, unsigned n)
     return j - i;
 }
 
-/*
- * A run of datagrams of @seg bytes (the last may be shorter), gathered in
- * @iov, as one UDP GSO send (UDP_SEGMENT): the kernel cuts the bytes into
- * the datagrams, with one pass through the stack instead of one per
- * datagram (and on loopback a receiver with UDP GRO gets the run whole).
- * 1: sent; 0: the kernel cannot (GSO off from now on); negative errno.
- */
-static int gso_send(int fd, struct iovec *iov, int k, size_t seg, const struct sockaddr *to,
-                    socklen_t tolen)
+/* The UDP_SEGMENT control message of a GSO send: the kernel cuts the
+ * message's bytes into datagrams of @seg bytes (the last may be shorter),
+ * with one pass through the stack for all of them (and on loopback a
+ * receiver with UDP GRO gets them whole). */
+union gso_ctl {
+    char buf[CMSG_SPACE(sizeof(uint16_t))];
+    struct cmsghdr align;
+};
+
+static void gso_cmsg(struct msghdr *mh, union gso_ctl *ctl, size_t seg)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr mh = {.msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = iov,
-                        .msg_iovlen = (size_t)k, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    memset(ctl, 0, sizeof *ctl);
+    mh->msg_control = ctl->buf;
+    mh->msg_controllen = sizeof ctl->buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(mh);
     c->cmsg_level = SOL_UDP;
     c->cmsg_type = UDP_SEGMENT;
     c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
     uint16_t gso = (uint16_t)seg;
     memcpy(CMSG_DATA(c), &gso, sizeof gso);
-    ssize_t r;
-    do
-        r = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
-    if (r >= 0)
-        return 1;
-    if (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT || errno == EOPNOTSUPP)
-        return 0;
-    return -errno;
+}
+
+/* Whether a failed GSO send means the kernel or the route cannot do it:
+ * no GSO (ENOPROTOOPT, EOPNOTSUPP), no checksum offload on the device
+ * (EIO), or datagrams larger than the path's MTU, which GSO never
+ * fragments (EMSGSIZE, EINVAL on older kernels) while plain sends do. */
+static bool gso_refused(int err)
+{
+    return err == EIO || err == EINVAL || err == ENOPROTOOPT || err == EOPNOTSUPP ||
+           err == EMSGSIZE;
 }
 
 /*
  * The socket transport's send (zus_transport_state::send_out): headers
- * and payload segments gathered straight into the system calls, no
- * datagram zbuf made.  Runs of equal-size datagrams go as UDP GSO sends,
- * the others by sendmmsg(); a datagram whose payload cannot be gathered
- * goes alone through fd_send().
+ * and payload segments gathered straight into one sendmmsg() (no datagram
+ * zbuf made), each run of equal-size datagrams one message with
+ * UDP_SEGMENT (GSO), so that a 256 KiB write leaves in one system call.
+ * A datagram whose payload cannot be gathered goes alone through
+ * fd_send(); when the kernel refuses GSO, it is off for good.
  */
 static int fd_send_out(zbuf_udpstream_t *s, const struct zus_out *o, unsigned n,
                        const struct sockaddr *to, socklen_t tolen)
@@ -142,44 +139,37 @@ static int fd_send_out(zbuf_udpstream_t *s, const struct zus_out *o, unsigned n,
     struct zus_transport_state *ts = zbuf__us_tstate(s);
     struct iovec iov[SEND_IOV];
     struct mmsghdr mm[MMSG_MAX];
+    union gso_ctl ctl[MMSG_MAX];
+    unsigned cnt[MMSG_MAX]; /* datagrams of each message */
     unsigned sent = 0;
     int rc = 0;
-    while (sent < n && rc >= 0) {
-        unsigned run = ts->gso_off ? 0 : gso_run(o, sent, n), j = sent;
+    while (sent < n) {
+        unsigned c = 0, j = sent;
         int k = 0;
-        if (run >= GSO_MIN) {
-            for (int m; j < sent + run && (m = out_iov(&o[j], iov + k, SEND_IOV - k)) > 0; j++)
+        while (j < n && c < MMSG_MAX) {
+            unsigned run = ts->gso_off ? 1 : gso_run(o, j, n), d = 0;
+            int k0 = k;
+            for (int m; d < run && (m = out_iov(&o[j + d], iov + k, SEND_IOV - k)) > 0; d++)
                 k += m;
-        }
-        if (j - sent >= GSO_MIN) {
-            rc = gso_send(ts->fd, iov, k, (size_t)o[sent].hlen + o[sent].plen, to, tolen);
-            if (rc == 1) {
-                sent = j;
-                ts->gso_sends++;
-            } else if (rc == 0) {
-                ts->gso_off = true; /* the kernel or the route cannot: plain sends */
-            }
-            continue;
-        }
-        /* sendmmsg() of the datagrams up to the next GSO run. */
-        unsigned c = 0;
-        k = 0;
-        for (j = sent; j < n && c < MMSG_MAX; j++, c++) {
-            if (j > sent && !ts->gso_off && gso_run(o, j, n) >= GSO_MIN)
-                break;
-            int m = out_iov(&o[j], iov + k, SEND_IOV - k);
-            if (m < 0)
-                break;
+            if (d == 0)
+                break; /* o[j] cannot be gathered, or no iovec left */
             mm[c].msg_hdr = (struct msghdr){.msg_name = (void *)to, .msg_namelen = tolen,
-                                            .msg_iov = iov + k, .msg_iovlen = (size_t)m};
+                                            .msg_iov = iov + k0, .msg_iovlen = (size_t)(k - k0)};
             mm[c].msg_len = 0;
-            k += m;
+            if (d > 1)
+                gso_cmsg(&mm[c].msg_hdr, &ctl[c], (size_t)o[j].hlen + o[j].plen);
+            cnt[c++] = d;
+            j += d;
+            if (d < run)
+                break;
         }
         if (c == 0) {
             zbuf_t *z; /* o[sent] cannot be gathered */
             rc = zbuf__us_out_zbuf(&o[sent], &z);
             if (rc == 0 && (rc = fd_send(s, &z, 1, to, tolen)) > 0)
                 sent++;
+            if (rc < 0)
+                break;
             continue;
         }
         int r;
@@ -187,12 +177,20 @@ static int fd_send_out(zbuf_udpstream_t *s, const struct zus_out *o, unsigned n,
             r = sendmmsg(ts->fd, mm, c, MSG_DONTWAIT | MSG_NOSIGNAL);
         while (r < 0 && errno == EINTR);
         if (r < 0) {
+            if (cnt[0] > 1 && gso_refused(errno)) {
+                ts->gso_off = true; /* the kernel or the route cannot: plain sends */
+                continue;
+            }
             rc = -errno;
             break;
         }
-        sent += (unsigned)r;
+        for (int i = 0; i < r; i++) {
+            sent += cnt[i];
+            if (cnt[i] > 1)
+                ts->gso_sends++;
+        }
         if ((unsigned)r < c)
-            break; /* the kernel stopped early */
+            break; /* the kernel stopped early (a refused GSO run goes first next time) */
     }
     if (sent > 0 || rc >= 0) {
         ts->want_pollout = false;

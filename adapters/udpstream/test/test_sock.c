@@ -326,6 +326,32 @@ Test(sock, zerocopy_through_nftables_random_drop_in_a_namespace)
     cr_assert_eq(st[0].bytes_copied + st[1].bytes_copied, 0);
 }
 
+Test(sock, a_path_mtu_below_the_streams_makes_it_send_without_gso)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root for a network namespace");
+    if (!private_netns())
+        cr_skip_test("cannot create a network namespace (needs CAP_SYS_ADMIN)");
+    /* Datagrams of 1472 bytes over a loopback of MTU 1400: the kernel
+     * refuses UDP GSO sends (EINVAL: a segment larger than the path
+     * allows), so the stream falls back to plain sends for good, which
+     * the kernel fragments; every byte still arrives. */
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr = {0};
+    strcpy(ifr.ifr_name, "lo");
+    ifr.ifr_mtu = 1400;
+    bool ok = ioctl(fd, SIOCSIFMTU, &ifr) == 0;
+    close(fd);
+    if (!ok)
+        cr_skip_test("cannot set the namespace's loopback MTU");
+    zbuf_udpstream_stats_t st[2];
+    transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, ut_scaled(2u << 20, 8), true, st);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(st[i].gso_sends, 0, "side %d: %llu GSO sends", i,
+                     (unsigned long long)st[i].gso_sends);
+    cr_assert_gt(st[0].data_tx, 1000);
+}
+
 Test(sock, a_reader_holding_every_pool_buffer_closes_the_window_until_it_lets_go)
 {
     zbuf_udpstream_opts_t o;
