@@ -218,9 +218,14 @@ US_IMPL(auto_nogro, ZBUF_UDPSTREAM_AUTO, false, true)
 
 /* ------------------------------------------------------------ kernel TCP */
 
-static int tc = -1, ts = -1;
-static uint8_t *tbuf, *tsbuf;
-static size_t tmax;
+/* A connected pair (two may be open at once, as for the streams). */
+struct tcp_inst {
+    int tc, ts;
+    uint8_t *tbuf, *tsbuf;
+    size_t tmax;
+};
+static struct tcp_inst tcp_insts[2];
+#define T (&tcp_insts[bench_slot])
 
 static void tcp_pp_open(size_t max)
 {
@@ -232,21 +237,21 @@ static void tcp_pp_open(size_t max)
         perror("tcp");
         exit(1);
     }
-    tc = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(tc, (struct sockaddr *)&a, sizeof a) < 0) {
+    T->tc = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(T->tc, (struct sockaddr *)&a, sizeof a) < 0) {
         perror("connect");
         exit(1);
     }
-    ts = accept(l, NULL, NULL);
+    T->ts = accept(l, NULL, NULL);
     close(l);
-    setsockopt(tc, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(ts, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fcntl(tc, F_SETFL, O_NONBLOCK);
-    fcntl(ts, F_SETFL, O_NONBLOCK);
-    tmax = max;
-    tbuf = malloc(max);
-    tsbuf = malloc(max);
-    memset(tbuf, 0x42, max);
+    setsockopt(T->tc, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(T->ts, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(T->tc, F_SETFL, O_NONBLOCK);
+    fcntl(T->ts, F_SETFL, O_NONBLOCK);
+    T->tmax = max;
+    T->tbuf = malloc(max);
+    T->tsbuf = malloc(max);
+    memset(T->tbuf, 0x42, max);
 }
 
 /* The same shape as the stream's round: the server echoes what it has
@@ -256,19 +261,19 @@ static void tcp_pp_round(size_t size)
     size_t sent = 0, got = 0, echo_in = 0, echo_out = 0, back = 0;
     while (back < size) {
         if (sent < size) {
-            ssize_t n = send(tc, tbuf + sent, size - sent, MSG_DONTWAIT);
+            ssize_t n = send(T->tc, T->tbuf + sent, size - sent, MSG_DONTWAIT);
             if (n > 0)
                 sent += (size_t)n;
         }
-        ssize_t n = recv(ts, tsbuf + echo_in, size - echo_in, MSG_DONTWAIT);
+        ssize_t n = recv(T->ts, T->tsbuf + echo_in, size - echo_in, MSG_DONTWAIT);
         if (n > 0)
             echo_in += (size_t)n;
         if (echo_out < echo_in) {
-            n = send(ts, tsbuf + echo_out, echo_in - echo_out, MSG_DONTWAIT);
+            n = send(T->ts, T->tsbuf + echo_out, echo_in - echo_out, MSG_DONTWAIT);
             if (n > 0)
                 echo_out += (size_t)n;
         }
-        n = recv(tc, tbuf, size - back, MSG_DONTWAIT);
+        n = recv(T->tc, T->tbuf, size - back, MSG_DONTWAIT);
         if (n > 0)
             back += (size_t)n;
     }
@@ -278,21 +283,21 @@ static void tcp_pp_round(size_t size)
 static uint64_t tcp_st_step(size_t size)
 {
     for (int i = 0; i < 64; i++)
-        if (send(tc, tbuf, size, MSG_DONTWAIT) <= 0)
+        if (send(T->tc, T->tbuf, size, MSG_DONTWAIT) <= 0)
             break;
     uint64_t got = 0;
     ssize_t n;
-    while ((n = recv(ts, tsbuf, tmax, MSG_DONTWAIT)) > 0)
+    while ((n = recv(T->ts, T->tsbuf, T->tmax, MSG_DONTWAIT)) > 0)
         got += (uint64_t)n;
     return got;
 }
 
 static void tcp_pp_close(void)
 {
-    close(tc);
-    close(ts);
-    free(tbuf);
-    free(tsbuf);
+    close(T->tc);
+    close(T->ts);
+    free(T->tbuf);
+    free(T->tsbuf);
 }
 
 #define US_ROW(name, nm)                                                                    \
@@ -308,7 +313,7 @@ static const struct bench_impl impls[] = {
     US_ROW("copy-nogro", copy_nogro),
     US_ROW("auto-nogro", auto_nogro),
     {"tcp", tcp_pp_open, tcp_pp_round, NULL, tcp_pp_close, tcp_st_step, NULL, NULL, NULL, NULL,
-     NULL, false},
+     NULL, true},
 };
 
 int main(int argc, char **argv)

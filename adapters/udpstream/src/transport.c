@@ -34,7 +34,6 @@
 #define GSO_MAX 64        /* the kernel's UDP_MAX_SEGMENTS (128 since Linux 6.9) */
 #define GSO_BYTES 65000   /* below the 64 KiB a UDP GSO send may carry */
 #define SEND_IOV 1024     /* IOV_MAX: iovecs of one send call, all datagrams */
-#define OUT_IOV 16        /* iovecs of one datagram on the gathering path */
 #define MMSG_MAX 64       /* datagrams per sendmmsg() */
 
 /* Datagrams dg[0..n) through zbuf_sock_sendmmsg_fd(); they are consumed.
@@ -63,8 +62,6 @@ static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to
  * not fit in them or has a file segment. */
 static int out_iov(const struct zus_out *o, struct iovec *iov, int room)
 {
-    if (room > OUT_IOV)
-        room = OUT_IOV;
     if (room < 1)
         return -1;
     iov[0] = (struct iovec){.iov_base = (void *)o->hdr, .iov_len = o->hlen};
@@ -164,7 +161,7 @@ static int fd_send_out(zbuf_udpstream_t *s, const struct zus_out *o, unsigned n,
                 break;
         }
         if (c == 0) {
-            zbuf_t *z; /* o[sent] cannot be gathered */
+            zbuf_t *z; /* o[sent] cannot be gathered (file segment, IOV_MAX segments) */
             rc = zbuf__us_out_zbuf(&o[sent], &z);
             if (rc == 0 && (rc = fd_send(s, &z, 1, to, tolen)) > 0)
                 sent++;
