@@ -2,10 +2,15 @@
  * What the UDP byte-stream benchmark programs share (scripts/bench-udpstream.sh
  * runs them):
  *
- *   PROG pingpong IMPL [SIZE...]   round trips of SIZE-byte messages on
- *                                  loopback; one line per size:
+ *   PROG pingpong IMPL[,IMPL2] [SIZE...]
+ *                                  round trips of SIZE-byte messages on
+ *                                  loopback; with two implementations (both
+ *                                  pairable) their runs alternate, so that
+ *                                  their ratio is taken at the same moments
+ *                                  of the machine's load; one line per size
+ *                                  and implementation:
  *     pingpong IMPL SIZE p50_us p50_lo p50_hi p99_us goodput_MBps cpu_us copies
- *   PROG stream IMPL [SIZE...]     one way, SIZE-byte writes back to back for
+ *   PROG stream IMPL[,IMPL2] [SIZE...]  one way, SIZE-byte writes back to back for
  *                                  0.2 s per run; one line per size:
  *     stream IMPL SIZE MBps MBps_lo MBps_hi cpu_ns_per_byte copies
  *   PROG loss IMPL [COUNT [MODEL]] COUNT 16-byte messages every 20 ms through
@@ -19,6 +24,13 @@
  *                                  every 100, delays 30..61 ms, delivered in
  *                                  order;
  *     loss IMPL COUNT MODEL avg_ms p50_ms p99_ms max_ms overhead lost_msgs
+ *
+ * Environment (bench_udpstream): BENCH_GRO=0 receives without UDP GRO
+ * (zbuf_udpstream_opts_t::no_gro); BENCH_MTU=N sets the MTU; BENCH_CORK=1
+ * corks writes; BENCH_ROUNDS=N makes pingpong run exactly N round trips
+ * per size and print nothing (for callgrind: instructions per round trip
+ * are the count of pp_round's calls divided by N); BENCH_STATS=1 prints the
+ * streams' counters at the end.
  *
  * Both ends run in one thread of one process, driven in turn without
  * sleeping for pingpong (so a round trip is the cost of both ends and the
@@ -222,6 +234,10 @@ static inline int64_t relay_wait_us(const struct relay *r)
 
 /* -------------------------------------------------- implementation hooks */
 
+/* The instance the hooks act on: 0, or 1 for the second implementation
+ * of a side-by-side run (the drivers set it before every hook call). */
+extern int bench_slot;
+
 struct bench_impl {
     const char *name;
     /* Ping-pong on loopback. */
@@ -244,6 +260,8 @@ struct bench_impl {
      * the client got back. */
     void (*loss_poll)(int64_t wait_us, void (*echoed)(const uint8_t *msg));
     void (*loss_close)(void);
+    /* Two instances may be open at once (bench_slot says which one). */
+    bool pairable;
 };
 
 int bench_main(int argc, char **argv, const struct bench_impl *impls, size_t n);

@@ -123,7 +123,7 @@ static void enet_loss_poll(int64_t wait_us, void (*echoed)(const uint8_t *))
 
 static const struct bench_impl impls[] = {
     {"enet", enet_pp_open, enet_pp_round, enet_copied, enet_close, NULL, enet_loss_open,
-     connect_to, enet_loss_send, enet_loss_poll, enet_close},
+     connect_to, enet_loss_send, enet_loss_poll, enet_close, false},
 };
 
 int main(int argc, char **argv)

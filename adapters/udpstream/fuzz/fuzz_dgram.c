@@ -6,15 +6,23 @@
  * across segments are covered too.  Then a listening stream on a virtual
  * clock accepts a fixed, valid connection request and gets the input as a
  * sequence of records:
- *   u8 len_hi, u8 len_lo, u8 ctl, then len bytes: one datagram
+ *   u8 hi, u8 lo, u8 ctl, then len = (hi & 0x3f) << 8 | lo bytes
+ *   hi >> 6: how the bytes arrive: 0 one datagram as a zbuf (custom
+ *              transports, the stack); 1 one datagram lying in a buffer
+ *              (the socket transport's receive path); 2 and 3 a run of
+ *              datagrams received with UDP GRO, cut every seg bytes, seg
+ *              being the record's first two bytes (big-endian, taken off
+ *              the datagrams) modulo 1500, plus 1
  *   ctl bit 0: write the stream's real connection identifier at bytes 4..7
- *              (so the fuzzer reaches the connected state's code)
+ *              of each datagram (so the fuzzer reaches the connected
+ *              state's code)
  *   ctl bit 1: the datagram comes from another address
  *   ctl bit 2: the application writes 3000 bytes; bit 3: it reads
  *   ctl bits 4..7: the clock moves on by that many x 50 ms
  * and the stream processes after each.  The sanitizers catch memory errors;
  * the harness checks that every written byte's release callback runs
- * exactly once by the end.
+ * exactly once by the end, and that the parser of contiguous bytes agrees
+ * with the parser of segmented zbufs on every input.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -91,6 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     zbuf_t *whole = segmented(data, size);
     uint32_t cid;
     (void)zbuf_udpstream_peek(whole, &cid);
+    struct zus_hdr h1, h2;
+    int r1 = zbuf__us_parse(whole, &h1), r2 = zbuf__us_parse_mem(data, size, &h2);
+    if (r1 != r2 || (r1 == 0 && (h1.type != h2.type || h1.sn != h2.sn || h1.una != h2.una ||
+                                 h1.len != h2.len || h1.nsack != h2.nsack ||
+                                 memcmp(h1.sack, h2.sack, sizeof h1.sack[0] * h1.nsack) != 0)))
+        abort(); /* the two parsers disagree */
     zbuf_delete(whole);
 
     now_us = 1000000;
@@ -121,22 +135,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     size_t at = 0;
     while (at + 3 <= size) {
-        size_t len = (size_t)data[at] << 8 | data[at + 1];
+        unsigned how = data[at] >> 6;
+        size_t len = (size_t)(data[at] & 0x3f) << 8 | data[at + 1];
         uint8_t ctl = data[at + 2];
         at += 3;
         if (len > size - at)
             len = size - at;
-        uint8_t buf[65536];
+        size_t seg = 0;
+        if (how >= 2 && len >= 2) {
+            seg = 1 + ((size_t)data[at] << 8 | data[at + 1]) % 1500;
+            at += 2;
+            len -= 2;
+        }
+        uint8_t buf[16384];
         memcpy(buf, data + at, len);
         at += len;
-        if ((ctl & 1) && len >= 8) {
-            buf[4] = (uint8_t)(server_cid >> 24);
-            buf[5] = (uint8_t)(server_cid >> 16);
-            buf[6] = (uint8_t)(server_cid >> 8);
-            buf[7] = (uint8_t)server_cid;
+        for (size_t d = 0; (ctl & 1) && d + 8 <= len; d += seg ? seg : len) {
+            buf[d + 4] = (uint8_t)(server_cid >> 24);
+            buf[d + 5] = (uint8_t)(server_cid >> 16);
+            buf[d + 6] = (uint8_t)(server_cid >> 8);
+            buf[d + 7] = (uint8_t)server_cid;
         }
         const struct sockaddr_in *from = (ctl & 2) ? &other : &peer;
-        zbuf_udpstream_input(s, dgram(buf, len), (const struct sockaddr *)from, sizeof *from);
+        if (how == 0 || len == 0) {
+            zbuf_udpstream_input(s, dgram(buf, len), (const struct sockaddr *)from, sizeof *from);
+        } else {
+            /* In a buffer of the receive path's kind, at an offset (as in a
+             * pool buffer after other datagrams). */
+            zbuf_buf_t *b;
+            if (zbuf_buf_alloc(len + 64, &b) < 0)
+                abort();
+            memcpy((uint8_t *)zbuf_buf_data(b) + 64, buf, len);
+            zbuf__us_gro_split(s, b, 64, len, seg, 1472, (const struct sockaddr *)from,
+                               sizeof *from);
+            zbuf_buf_unref(b);
+        }
         if (ctl & 4) {
             uint8_t *m = malloc(3000);
             memset(m, 0x5a, 3000);

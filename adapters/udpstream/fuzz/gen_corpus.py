@@ -12,8 +12,14 @@ def hdr(typ, flags=0, nsack=0, cid=0, sn=0, una=0, wnd=64, ln=0, ts=7, echo=0):
     return struct.pack(HDR, 0x5A, 1, typ, (flags & 15) | (nsack << 4), cid, sn, una, wnd, ln, ts, echo)
 
 
-def rec(d, ctl=1):
-    return struct.pack(">HB", len(d), ctl) + d
+def rec(d, ctl=1, how=0):
+    return struct.pack(">HB", len(d) | how << 14, ctl) + d
+
+
+def run(dgrams, ctl=1):
+    """A run as UDP GRO hands it over: equal datagrams, the last shorter."""
+    seg = len(dgrams[0])
+    return rec(struct.pack(">H", seg - 1) + b"".join(dgrams), ctl, how=2)
 
 
 def data(sn, payload, fin=False, una=0):
@@ -33,6 +39,9 @@ seeds = {
     "ack_sack": rec(b"", 4) + rec(ack(0, [(5, 9), (12, 20)]), 0x31) + rec(hdr(5), 0x11),
     "ping_rst": rec(hdr(5)) + rec(hdr(6), 0x21),
     "garbage": rec(b"\x5a\x01\x03" + b"\xff" * 40, 3) + rec(b"\x00" * 7, 0),
+    "flat": rec(data(1000, b"a" * 100), how=1) + rec(data(1001, b"", fin=True), how=1),
+    "gro_run": run([data(1000 + i, bytes([65 + i]) * 300) for i in range(4)] + [data(1004, b"e" * 10)]),
+    "gro_bad_middle": run([data(1000, b"a" * 200), b"\x00" * 228, data(1002, b"c" * 200)]),
 }
 for name, blob in seeds.items():
     with open(os.path.join(out, name), "wb") as f:

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <zbuf/udpstream.h>
 
 #define ZBUF__US_HIDDEN __attribute__((visibility("hidden")))
@@ -75,10 +76,31 @@ struct zus_hello {
     uint16_t flags;
 };
 
+/* Largest header bytes a datagram starts with: header, SACK ranges, and
+ * a SYN's hello (which counts as its payload). */
+#define ZUS_HDR_MAX (ZBUF_UDPSTREAM_HEADER + 8 * ZBUF_UDPSTREAM_SACK_MAX + ZUS_HELLO_LEN)
+
+/* A datagram on its way out: @hlen header bytes, then the @plen bytes of
+ * @payload (borrowed: a segment's bytes, which stay in the send queue
+ * until acknowledged; NULL when @plen is 0).  A transport that gathers
+ * by itself sends these as they are; others get zbuf__us_out_zbuf(). */
+struct zus_out {
+    const zbuf_t *payload;
+    uint32_t plen;
+    uint16_t hlen;
+    uint8_t hdr[ZUS_HDR_MAX];
+};
+
+/* The datagram @o as a new zbuf: a header segment in front of a
+ * zbuf_dup() of the payload.  0 or -ENOMEM. */
+ZBUF__US_HIDDEN int zbuf__us_out_zbuf(const struct zus_out *o, zbuf_t **out);
+
 /* Parse the header of @dgram (borrowed) into @h.  0, or -EBADMSG when the
  * magic, version, type, flags, SACK count or lengths are wrong; the
  * datagram must hold exactly header + SACK + len bytes. */
 ZBUF__US_HIDDEN int zbuf__us_parse(const zbuf_t *dgram, struct zus_hdr *h);
+/* The same for a datagram of @len contiguous bytes at @p. */
+ZBUF__US_HIDDEN int zbuf__us_parse_mem(const uint8_t *p, size_t len, struct zus_hdr *h);
 /* Bytes of the header @h would be written as. */
 ZBUF__US_HIDDEN size_t zbuf__us_hdr_size(const struct zus_hdr *h);
 /* Write @h (its len must be set) into @out, zbuf__us_hdr_size() bytes. */
@@ -86,6 +108,7 @@ ZBUF__US_HIDDEN void zbuf__us_write_hdr(const struct zus_hdr *h, uint8_t *out);
 /* Hello payload coding. */
 ZBUF__US_HIDDEN void zbuf__us_write_hello(const struct zus_hello *hl, uint8_t *out);
 ZBUF__US_HIDDEN int zbuf__us_parse_hello(const zbuf_t *dgram, size_t off, struct zus_hello *hl);
+ZBUF__US_HIDDEN int zbuf__us_parse_hello_mem(const uint8_t *p, struct zus_hello *hl);
 
 /* Serial-number comparison of 32-bit segment numbers (RFC 1982). */
 static inline int32_t zus_diff(uint32_t a, uint32_t b)
@@ -163,23 +186,93 @@ ZBUF__US_HIDDEN void zbuf__us_ring_drop_run(struct zus_ring *r);
 
 /* ------------------------------------------------------------ transports */
 
+/* ------------------------------------------------------------- UDP GRO */
+
+#define ZUS_GRO_BUF 65536   /* pool buffer: any UDP datagram fits in one */
+#define ZUS_GRO_SLOTS 8     /* messages (each a run of datagrams) per recvmmsg() */
+#define ZUS_GRO_REGIONS 40  /* free regions tracked (>= slots x 4 iovecs + 8) */
+
+/* The unfilled end [pos, ZUS_GRO_BUF) of a buffer the GRO path holds. */
+struct zus_gro_region {
+    zbuf_buf_t *buf;        /* holds one reference */
+    uint32_t pos;           /* 0: nothing of ours in it (fresh or rewound) */
+};
+
+/* The GRO receive path's state (gro.c).  Invariant: every buffer of the
+ * pool is in the pool, in reg[] (once), or referred to only by zbufs of
+ * received datagrams. */
+struct zus_gro {
+    zbuf_pool_t *pool;      /* 64 KiB buffers; NULL: GRO not in use */
+    struct zus_gro_region reg[ZUS_GRO_REGIONS]; /* free space, filled in this order */
+    unsigned nreg;
+    uint32_t max_dgram;     /* largest datagram accepted */
+    bool restore;           /* UDP_GRO was off on the socket: set it off at the end */
+};
+
+/* Set UDP_GRO on @fd and make the pool for @dgrams datagrams of
+ * @max_dgram bytes.  0, or a negative errno (-ENOPROTOOPT: the kernel has
+ * no UDP GRO) after which the socket is as it was. */
+ZBUF__US_HIDDEN int zbuf__us_gro_open(struct zus_gro *g, int fd, uint32_t max_dgram,
+                                      size_t dgrams);
+/* Drop the path's buffers and pool, give the socket its UDP_GRO back. */
+ZBUF__US_HIDDEN void zbuf__us_gro_close(struct zus_gro *g, int fd);
+/* One recvmmsg() of up to @want messages (*@offered: as many as there
+ * was room for); each datagram of each goes to the stream.  Messages
+ * received; -ENOBUFS (no room for one message: nothing was read);
+ * -EAGAIN; another negative errno. */
+ZBUF__US_HIDDEN int zbuf__us_gro_recv(zbuf_udpstream_t *s, struct zus_gro *g, int fd,
+                                      unsigned want, unsigned *offered);
+/* The datagrams of a run of @n bytes at @off of @b, cut every @seg bytes
+ * (0: one datagram), to the stream as the receive path hands them on
+ * (for the fuzzing harness and tests). */
+ZBUF__US_HIDDEN void zbuf__us_gro_split(zbuf_udpstream_t *s, zbuf_buf_t *b, size_t off,
+                                        size_t n, size_t seg, uint32_t max_dgram,
+                                        const struct sockaddr *from, socklen_t fromlen);
+/* Datagrams of the largest size the path can still take for sure. */
+ZBUF__US_HIDDEN uint32_t zbuf__us_gro_room(const struct zus_gro *g);
+/* The datagram size of a received run (the UDP_GRO control message of
+ * @mh), or 0 when the message is a single datagram. */
+ZBUF__US_HIDDEN int zbuf__us_gro_size(struct msghdr *mh);
+
 /* What a built-in transport adds to a stream. */
 struct zus_transport_state {
     int fd;                 /* socket transport, else -1 */
-    zbuf_pool_t *pool;      /* its receive pool */
+    zbuf_pool_t *pool;      /* its receive pool (the plain path) */
+    struct zus_gro gro;     /* the GRO path (gro.pool set when in use) */
     void *ip_pcb;           /* stack transport's zbuf_ip_udp_t */
     bool want_pollout;      /* the socket said EAGAIN */
     unsigned recv_batch;    /* datagrams the next receive call asks for */
     bool gso_off;           /* the kernel refused UDP GSO: plain sendmmsg() */
+    /* The socket transport's gathering send of datagrams @o[0..n), in
+     * order: how many were sent from the first, or a negative errno when
+     * none was.  NULL for other transports. */
+    int (*send_out)(zbuf_udpstream_t *s, const struct zus_out *o, unsigned n,
+                    const struct sockaddr *to, socklen_t tolen);
     uint64_t gso_sends;     /* GSO sends made */
 };
 
 ZBUF__US_HIDDEN struct zus_transport_state *zbuf__us_tstate(zbuf_udpstream_t *s);
 ZBUF__US_HIDDEN uint32_t zbuf__us_max_dgram(const zbuf_udpstream_t *s);
-/* zbuf_udpstream_input() using only the acknowledgement fields (the
- * datagram's bytes lie in a scratch buffer about to be reused). */
-ZBUF__US_HIDDEN int zbuf__us_input_ack_only(zbuf_udpstream_t *s, zbuf_t *dgram,
-                                            const struct sockaddr *from, socklen_t fromlen);
+/*
+ * A received datagram as a built-in transport hands it over: a zbuf
+ * (consumed), or @len bytes lying contiguously at @p, offset @off of
+ * @buf (borrowed for the call), of which the stream takes references
+ * only for a payload it keeps, so that control datagrams and copied
+ * payloads never become zbufs.
+ */
+struct zus_rx {
+    zbuf_t *z;              /* the datagram, or NULL */
+    zbuf_buf_t *buf;        /* else: its buffer */
+    const uint8_t *p;       /* its first byte */
+    size_t off, len;        /* p's offset in buf; bytes */
+};
+
+/* zbuf_udpstream_input() for @rx; with @ack_only, only the acknowledgement
+ * fields are used (the bytes lie in a scratch buffer about to be
+ * reused: a data payload is counted as no_buffer and dropped). */
+ZBUF__US_HIDDEN int zbuf__us_input_rx(zbuf_udpstream_t *s, struct zus_rx *rx,
+                                      const struct sockaddr *from, socklen_t fromlen,
+                                      bool ack_only);
 /* Datagrams one transport receive call takes at most. */
 #define ZUS_RECV_BATCH 32
 
@@ -195,6 +288,13 @@ ZBUF__US_HIDDEN int zbuf__us_start(zbuf_udpstream_t *s);
 ZBUF__US_HIDDEN void zbuf__us_set_ctx(zbuf_udpstream_t *s, void *ctx);
 /* Count a datagram whose data was dropped for want of a buffer. */
 ZBUF__US_HIDDEN void zbuf__us_count_no_buffer(zbuf_udpstream_t *s);
+/* Count @n malformed datagrams dropped before zbuf_udpstream_input(). */
+ZBUF__US_HIDDEN void zbuf__us_count_bad(zbuf_udpstream_t *s, size_t n);
+/* Count @n datagrams that arrived as one run (UDP GRO). */
+ZBUF__US_HIDDEN void zbuf__us_count_gro(zbuf_udpstream_t *s, size_t n);
+/* Datagrams of the largest size the built-in transport's receive memory
+ * can still take (UINT32_MAX: not limited by it). */
+ZBUF__US_HIDDEN uint32_t zbuf__us_rx_room(const struct zus_transport_state *ts);
 /* One line of the connection's state, for tests that failed. */
 ZBUF__US_HIDDEN void zbuf__us_dump(const zbuf_udpstream_t *s, FILE *f);
 /* Clock of the stream, microseconds. */

@@ -105,6 +105,9 @@ struct zbuf_udpstream {
     bool ack_now;
     uint64_t ack_deadline; /* delayed ACK: 0 when none is pending */
     unsigned unacked;      /* in-order segments received since the last ACK sent */
+    bool ack_owed;         /* ACK_EVERY in-order segments came in: an ACK goes
+                              with the application's answer, else at the
+                              next zbuf_udpstream_process() */
     uint32_t ts_recent;
     uint32_t adv_wnd;  /* window in the last header sent */
 
@@ -150,6 +153,16 @@ void zbuf__us_set_ctx(zbuf_udpstream_t *s, void *ctx)
 void zbuf__us_count_no_buffer(zbuf_udpstream_t *s)
 {
     s->st.no_buffer++;
+}
+
+void zbuf__us_count_bad(zbuf_udpstream_t *s, size_t n)
+{
+    s->st.bad_dgrams += n;
+}
+
+void zbuf__us_count_gro(zbuf_udpstream_t *s, size_t n)
+{
+    s->st.gro_dgrams += n;
 }
 
 uint32_t zbuf__us_max_dgram(const zbuf_udpstream_t *s)
@@ -303,14 +316,15 @@ static void fail(zbuf_udpstream_t *s, int err)
 /* ------------------------------------------------------------- windows */
 
 /* Segments we accept from rcv_nxt on: the ring, less what waits in order
- * for the reader, less what the socket transport's pool could not hold. */
+ * for the reader, less what the socket transport's receive memory could
+ * not hold (in datagrams of the largest size). */
 static uint32_t rcv_window(const zbuf_udpstream_t *s, bool advertise)
 {
     size_t held = zbuf_seg_count(s->rcvq);
     uint32_t size = s->rmask + 1;
     uint32_t w = held >= size ? 0 : size - (uint32_t)held;
-    if (advertise && s->ts.pool != NULL) {
-        size_t avail = zbuf_pool_available(s->ts.pool) + s->ooo_cnt;
+    if (advertise) {
+        uint64_t avail = (uint64_t)zbuf__us_rx_room(&s->ts) + s->ooo_cnt;
         if (avail < w)
             w = (uint32_t)avail;
     }
@@ -320,50 +334,51 @@ static uint32_t rcv_window(const zbuf_udpstream_t *s, bool advertise)
 /* -------------------------------------------------------------- output */
 
 struct batch {
-    zbuf_t *dg[BATCH];
+    struct zus_out out[BATCH];
     uint32_t sn[BATCH];
     uint8_t was[BATCH]; /* slot state before sending; SEG_FREE for control */
     unsigned n;
+    uint32_t wnd1;      /* the window the headers advertise, plus 1; 0: not
+                           computed yet (it does not change within a batch) */
 };
 
-static void fill_common(zbuf_udpstream_t *s, struct zus_hdr *h, uint64_t now)
+static void fill_common(zbuf_udpstream_t *s, struct batch *b, struct zus_hdr *h, uint64_t now)
 {
     s->ack_deadline = 0; /* every datagram carries the acknowledgement */
     s->unacked = 0;
+    s->ack_owed = false;
     h->cid = s->peer_cid;
     h->una = s->rcv_nxt;
-    uint32_t w = rcv_window(s, true);
-    h->wnd = (uint16_t)w;
-    s->adv_wnd = w;
+    if (b->wnd1 == 0)
+        b->wnd1 = rcv_window(s, true) + 1;
+    h->wnd = (uint16_t)(b->wnd1 - 1);
+    s->adv_wnd = b->wnd1 - 1;
     h->ts = (uint32_t)now;
     if (h->ts == 0)
         h->ts = 1;
     h->ts_echo = s->ts_recent;
 }
 
-/* A datagram: header segment in front of a zbuf_dup() of @payload. */
-static int build(const struct zus_hdr *h, const zbuf_t *payload, const void *extra,
-                 zbuf_t **out)
+/* An empty batch.  (Not an initializer: the datagram array is large and
+ * needs no clearing.) */
+static void batch_init(struct batch *b)
 {
-    zbuf_t *d;
-    int rc = payload != NULL && zbuf_length(payload) > 0
-                 ? zbuf_dup(payload, 0, ZBUF_TO_END, &d)
-                 : zbuf_create(&d);
-    if (rc < 0)
-        return rc;
-    size_t hs = zbuf__us_hdr_size(h);
-    size_t xl = extra ? ZUS_HELLO_LEN : 0;
-    void *p;
-    rc = zbuf_prepend_space(d, hs + xl, &p);
-    if (rc < 0) {
-        zbuf_delete(d);
-        return rc;
-    }
-    zbuf__us_write_hdr(h, p);
-    if (extra)
-        memcpy((uint8_t *)p + hs, extra, xl);
-    *out = d;
-    return 0;
+    b->n = 0;
+    b->wnd1 = 0;
+}
+
+/* The transport's answer for the batch: how many datagrams it took from
+ * the first, or a negative errno. */
+static int send_batch(zbuf_udpstream_t *s, struct batch *b)
+{
+    const struct sockaddr *to = (const struct sockaddr *)&s->peer;
+    if (s->ts.send_out != NULL)
+        return s->ts.send_out(s, b->out, b->n, to, s->peerlen);
+    zbuf_t *dg[BATCH];
+    unsigned m = 0;
+    while (m < b->n && zbuf__us_out_zbuf(&b->out[m], &dg[m]) == 0)
+        m++;
+    return m > 0 ? s->t.send(s->tctx, dg, m, to, s->peerlen) : -ENOMEM;
 }
 
 /* Hand the batch to the transport; undo what it did not take. */
@@ -371,7 +386,7 @@ static void transmit(zbuf_udpstream_t *s, struct batch *b)
 {
     if (b->n == 0)
         return;
-    int k = s->t.send(s->tctx, b->dg, b->n, (const struct sockaddr *)&s->peer, s->peerlen);
+    int k = send_batch(s, b);
     if (k < 0 && k != -EAGAIN && k != -ENOBUFS && k != -ENOMEM)
         k = (int)b->n; /* a hard error is a loss on the way: recovery resends */
     if (k < 0)
@@ -404,9 +419,22 @@ static void transmit(zbuf_udpstream_t *s, struct batch *b)
     b->n = 0;
 }
 
-static void add_dgram(zbuf_udpstream_t *s, struct batch *b, zbuf_t *d, uint32_t sn, uint8_t was)
+/* The next datagram of @b: header @h (and @extra hello bytes), then
+ * @plen bytes of @payload. */
+static void add_dgram(zbuf_udpstream_t *s, struct batch *b, const struct zus_hdr *h,
+                      const void *extra, const zbuf_t *payload, uint32_t plen, uint32_t sn,
+                      uint8_t was)
 {
-    b->dg[b->n] = d;
+    struct zus_out *o = &b->out[b->n];
+    size_t hs = zbuf__us_hdr_size(h);
+    zbuf__us_write_hdr(h, o->hdr);
+    if (extra != NULL) {
+        memcpy(o->hdr + hs, extra, ZUS_HELLO_LEN);
+        hs += ZUS_HELLO_LEN;
+    }
+    o->hlen = (uint16_t)hs;
+    o->payload = plen > 0 ? payload : NULL;
+    o->plen = plen;
     b->sn[b->n] = sn;
     b->was[b->n] = was;
     if (++b->n == BATCH)
@@ -416,7 +444,7 @@ static void add_dgram(zbuf_udpstream_t *s, struct batch *b, zbuf_t *d, uint32_t 
 static int send_control(zbuf_udpstream_t *s, struct batch *b, uint8_t type, uint64_t now)
 {
     struct zus_hdr h = {.type = type, .sn = s->snd_nxt};
-    fill_common(s, &h, now);
+    fill_common(s, b, &h, now);
     const void *extra = NULL;
     uint8_t hello[ZUS_HELLO_LEN];
     if (type == ZUS_SYN || type == ZUS_SYNACK) {
@@ -448,13 +476,9 @@ static int send_control(zbuf_udpstream_t *s, struct batch *b, uint8_t type, uint
             d = e;
         }
     }
-    zbuf_t *d;
-    int rc = build(&h, NULL, extra, &d);
-    if (rc < 0)
-        return rc;
     if (type == ZUS_ACK)
         s->st.acks_tx++;
-    add_dgram(s, b, d, 0, SEG_FREE);
+    add_dgram(s, b, &h, extra, NULL, 0, 0, SEG_FREE);
     return 0;
 }
 
@@ -468,11 +492,7 @@ static int send_seg(zbuf_udpstream_t *s, struct batch *b, uint32_t sn, uint64_t 
     struct seg *g = &s->segs[sn & s->smask];
     struct zus_hdr h = {.type = ZUS_DATA, .sn = sn, .len = (uint16_t)g->len,
                         .flags = g->fin ? ZUS_F_FIN : 0};
-    fill_common(s, &h, now);
-    zbuf_t *d;
-    int rc = build(&h, g->data, NULL, &d);
-    if (rc < 0)
-        return rc;
+    fill_common(s, b, &h, now);
     uint8_t was = g->state;
     if (was == SEG_LOST) {
         s->lost--;
@@ -487,7 +507,7 @@ static int send_seg(zbuf_udpstream_t *s, struct batch *b, uint32_t sn, uint64_t 
     s->st.data_tx++;
     if (was == SEG_UNSENT)
         s->snd_nxt = sn + 1; /* sn is snd_nxt: new segments go in order */
-    add_dgram(s, b, d, sn, was);
+    add_dgram(s, b, &h, NULL, g->data, g->len, sn, was);
     return 0;
 }
 
@@ -530,7 +550,8 @@ static bool in_peer_window(const zbuf_udpstream_t *s, uint32_t sn)
  * owed and no datagram carried it (or selective ranges must go). */
 static void output(zbuf_udpstream_t *s, uint64_t now)
 {
-    struct batch b = {.n = 0};
+    struct batch b;
+    batch_init(&b);
     if (s->state == ST_SYN_SENT || s->state == ST_LISTEN || s->state >= ST_CLOSED)
         goto out;
     if (s->state == ST_SYN_RCVD) {
@@ -614,7 +635,7 @@ uint64_t zbuf_udpstream_next_deadline(const zbuf_udpstream_t *s)
         d = 0; /* corked writes wait for process() */
     /* Work due now, unless the socket refused datagrams: then POLLOUT
      * (zbuf_udpstream_poll_events()) is the wake-up, not a spin. */
-    if (s->ack_now && s->state >= ST_SYN_RCVD && !s->ts.want_pollout)
+    if ((s->ack_now || s->ack_owed) && s->state >= ST_SYN_RCVD && !s->ts.want_pollout)
         d = 0;
 #undef MIN_D
     return d;
@@ -850,50 +871,126 @@ static void deliver(zbuf_udpstream_t *s)
     }
 }
 
-/* A data segment; consumes @dgram. */
-static void take_data(zbuf_udpstream_t *s, const struct zus_hdr *h, zbuf_t *dgram, size_t hs,
+/* The datagram's resources go (a zbuf is deleted; borrowed bytes are
+ * simply not used). */
+static void rx_drop(struct zus_rx *rx)
+{
+    if (rx->z != NULL)
+        zbuf_delete(rx->z);
+    rx->z = NULL;
+}
+
+/* The payload [hs, hs + len) of @rx as a new zbuf of references (consumes
+ * a zbuf datagram: its header is cut off).  0 or -ENOMEM (@rx dropped). */
+static int rx_payload(struct zus_rx *rx, size_t hs, size_t len, zbuf_t **out)
+{
+    int rc;
+    if (rx->z != NULL) {
+        rc = zbuf_cut(rx->z, 0, hs, NULL);
+        if (rc == 0) {
+            *out = rx->z;
+            rx->z = NULL;
+        }
+    } else {
+        zbuf_t *z;
+        rc = zbuf_create(&z);
+        if (rc == 0 && (rc = zbuf_append_ref(z, rx->buf, rx->off + hs, len)) < 0)
+            zbuf_delete(z);
+        if (rc == 0)
+            *out = z;
+    }
+    if (rc < 0)
+        rx_drop(rx);
+    return rc;
+}
+
+/* The segment rcv_nxt (ooo[rcv_nxt] is empty): its payload goes straight
+ * to the reader's queue, as a copy in the receive ring or as references,
+ * then the segments it makes in order follow.  Consumes @rx. */
+static void take_in_order(zbuf_udpstream_t *s, const struct zus_hdr *h, struct zus_rx *rx,
+                          size_t hs)
+{
+    int rc = 0;
+    if (h->len > 0 && copies_payload(s, h->len)) {
+        rc = zbuf__us_ring_append(&s->rcv_ring, s->rcvq, rx->z ? NULL : rx->p + hs, rx->z, hs,
+                                  h->len);
+        if (rc == 0)
+            rc = zbuf__us_ring_flush(&s->rcv_ring);
+        if (rc < 0)
+            zbuf__us_ring_drop_run(&s->rcv_ring); /* (nothing of it reached rcvq) */
+        else
+            count_copy(s, h->len);
+    } else if (h->len > 0 && rx->z != NULL) {
+        rc = zbuf_cut(rx->z, 0, hs, NULL);
+        if (rc == 0 && (rc = zbuf_append(s->rcvq, rx->z)) == 0)
+            rx->z = NULL; /* consumed */
+    } else if (h->len > 0) {
+        rc = zbuf_append_ref(s->rcvq, rx->buf, rx->off + hs, h->len);
+    }
+    rx_drop(rx);
+    if (rc < 0) {
+        s->st.no_buffer++;
+        return;
+    }
+    if (h->flags & ZUS_F_FIN) {
+        s->fin_seen = true;
+        s->fin_sn = h->sn;
+        s->eof = true;
+    }
+    if (h->len > 0)
+        s->new_data = true;
+    s->rcv_nxt++;
+    deliver(s);
+}
+
+/* A data segment; consumes @rx. */
+static void take_data(zbuf_udpstream_t *s, const struct zus_hdr *h, struct zus_rx *rx, size_t hs,
                       uint64_t now)
 {
     int32_t d = zus_diff(h->sn, s->rcv_nxt);
-    /* In-order data may wait a little for an answer to carry its ACK (or
-     * for a second segment); anything else is acknowledged at once. */
-    if (d == 0 && s->ooo_cnt == 0 && !(h->flags & ZUS_F_FIN) && ++s->unacked < ACK_EVERY) {
-        if (s->ack_deadline == 0)
+    /* In-order data may wait for an answer to carry its ACK (for at most
+     * ACK_DELAY_US, or until the application's turn is over once
+     * ACK_EVERY segments came in); anything else is acknowledged at once. */
+    if (d == 0 && s->ooo_cnt == 0 && !(h->flags & ZUS_F_FIN)) {
+        if (++s->unacked >= ACK_EVERY)
+            s->ack_owed = true;
+        else if (s->ack_deadline == 0)
             s->ack_deadline = now + ACK_DELAY_US;
     } else {
         s->ack_now = true;
     }
     if (d < 0 || (d < (int32_t)(s->rmask + 1) && s->ooo[h->sn & s->rmask] != NULL)) {
         s->st.dup_rx++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return;
     }
     if ((s->fin_seen && zus_diff(h->sn, s->fin_sn) > 0) || d >= (int32_t)rcv_window(s, false) ||
         h->len > s->rx_mss || ((h->flags & ZUS_F_FIN) && s->fin_seen && h->sn != s->fin_sn)) {
         s->st.out_of_window++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
+        return;
+    }
+    if (d == 0) {
+        take_in_order(s, h, rx, hs);
         return;
     }
     zbuf_t *payload;
     if (h->len > 0 && copies_payload(s, h->len)) {
         if (zbuf_create(&payload) < 0 ||
-            zbuf__us_ring_append(&s->rcv_ring, payload, NULL, dgram, hs, h->len) < 0 ||
+            zbuf__us_ring_append(&s->rcv_ring, payload, rx->z ? NULL : rx->p + hs, rx->z, hs,
+                                 h->len) < 0 ||
             zbuf__us_ring_flush(&s->rcv_ring) < 0) {
             zbuf__us_ring_drop_run(&s->rcv_ring);
             zbuf_delete(payload);
-            zbuf_delete(dgram);
+            rx_drop(rx);
             s->st.no_buffer++;
             return;
         }
         count_copy(s, h->len);
-        zbuf_delete(dgram); /* its pool buffer goes back now */
-    } else {
-        if (zbuf_cut(dgram, 0, hs, NULL) < 0) {
-            zbuf_delete(dgram);
-            s->st.no_buffer++;
-            return;
-        }
-        payload = dgram;
+        rx_drop(rx); /* its pool buffer goes back now */
+    } else if (rx_payload(rx, hs, h->len, &payload) < 0) {
+        s->st.no_buffer++;
+        return;
     }
     if (h->flags & ZUS_F_FIN) {
         s->fin_seen = true;
@@ -906,9 +1003,10 @@ static void take_data(zbuf_udpstream_t *s, const struct zus_hdr *h, zbuf_t *dgra
     deliver(s);
 }
 
-static int hello_from(const zbuf_t *dgram, const struct zus_hdr *h, struct zus_hello *hl)
+static int hello_from(const struct zus_rx *rx, const struct zus_hdr *h, struct zus_hello *hl)
 {
-    return zbuf__us_parse_hello(dgram, zbuf__us_hdr_size(h), hl);
+    size_t hs = zbuf__us_hdr_size(h);
+    return rx->z ? zbuf__us_parse_hello(rx->z, hs, hl) : zbuf__us_parse_hello_mem(rx->p + hs, hl);
 }
 
 static void set_peer_mss(zbuf_udpstream_t *s, uint32_t peer_mss)
@@ -916,23 +1014,23 @@ static void set_peer_mss(zbuf_udpstream_t *s, uint32_t peer_mss)
     s->mss = peer_mss < s->rx_mss ? peer_mss : s->rx_mss;
 }
 
-static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from,
+static int input(zbuf_udpstream_t *s, struct zus_rx *rx, const struct sockaddr *from,
                  socklen_t fromlen, bool ack_only)
 {
     struct zus_hdr h;
-    int rc = zbuf__us_parse(dgram, &h);
+    int rc = rx->z ? zbuf__us_parse(rx->z, &h) : zbuf__us_parse_mem(rx->p, rx->len, &h);
     if (rc < 0) {
         s->st.bad_dgrams++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return rc;
     }
     uint64_t now = now_us(s);
     struct zus_hello hl;
     if (s->state == ST_LISTEN) {
-        if (h.type != ZUS_SYN || h.cid != 0 || hello_from(dgram, &h, &hl) < 0 || from == NULL ||
+        if (h.type != ZUS_SYN || h.cid != 0 || hello_from(rx, &h, &hl) < 0 || from == NULL ||
             fromlen > sizeof s->peer || fromlen == 0) {
             s->st.wrong_peer++;
-            zbuf_delete(dgram);
+            rx_drop(rx);
             return -ESRCH;
         }
         memcpy(&s->peer, from, fromlen);
@@ -948,47 +1046,48 @@ static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from
         s->hs_deadline = now + hs_interval(s);
         s->ack_now = true;
         s->st.dgrams_rx++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return 0;
     }
     if (!same_addr(&s->peer, from, fromlen)) {
         s->st.wrong_peer++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return -ESRCH;
     }
     if (h.type == ZUS_SYN) {
         /* A retransmitted request of our peer gets the answer again. */
-        if (s->state == ST_SYN_RCVD && hello_from(dgram, &h, &hl) == 0 &&
+        if (s->state == ST_SYN_RCVD && hello_from(rx, &h, &hl) == 0 &&
             hl.src_cid == s->peer_cid) {
             s->ack_now = true;
             s->st.dgrams_rx++;
-            zbuf_delete(dgram);
+            rx_drop(rx);
             return 0;
         }
         s->st.wrong_peer++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return -ESRCH;
     }
     if (h.cid == s->cid && s->state == ST_CLOSED && h.type == ZUS_DATA &&
         zus_diff(h.sn, s->rcv_nxt) < 0) {
         /* Closed, and the peer resends: our last ACK was lost.  Answer
          * for as long as the application keeps the stream. */
-        struct batch b = {.n = 0};
+        struct batch b;
+        batch_init(&b);
         s->st.dup_rx++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         if (send_control(s, &b, ZUS_ACK, now) == 0)
             transmit(s, &b);
         return 0;
     }
     if (h.cid != s->cid || s->state >= ST_CLOSED) {
         s->st.wrong_peer++;
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return -ESRCH;
     }
     if (h.type == ZUS_SYNACK) {
-        if (hello_from(dgram, &h, &hl) < 0) {
+        if (hello_from(rx, &h, &hl) < 0) {
             s->st.bad_dgrams++;
-            zbuf_delete(dgram);
+            rx_drop(rx);
             return -EBADMSG;
         }
         if (s->state == ST_SYN_SENT) {
@@ -1000,13 +1099,13 @@ static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from
             s->peer_edge = s->snd_una;
         } else if (hl.src_cid != s->peer_cid) {
             s->st.wrong_peer++;
-            zbuf_delete(dgram);
+            rx_drop(rx);
             return -ESRCH;
         }
         s->ack_now = true; /* (again, if our first ACK was lost) */
     } else if (s->state == ST_SYN_SENT) {
         s->st.wrong_peer++; /* nothing but the answer is expected yet */
-        zbuf_delete(dgram);
+        rx_drop(rx);
         return -ESRCH;
     } else if (s->state == ST_SYN_RCVD) {
         s->state = ST_OPEN;
@@ -1018,7 +1117,7 @@ static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from
     if (zus_diff(h.ts, s->ts_recent) > 0 || s->ts_recent == 0)
         s->ts_recent = h.ts;
     if (h.type == ZUS_RST) {
-        zbuf_delete(dgram);
+        rx_drop(rx);
         fail(s, -ECONNRESET);
         return 0;
     }
@@ -1028,12 +1127,12 @@ static int input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from
     if (h.type == ZUS_DATA) {
         if (ack_only) {
             s->st.no_buffer++;
-            zbuf_delete(dgram);
+            rx_drop(rx);
         } else {
-            take_data(s, &h, dgram, zbuf__us_hdr_size(&h), now);
+            take_data(s, &h, rx, zbuf__us_hdr_size(&h), now);
         }
     } else {
-        zbuf_delete(dgram);
+        rx_drop(rx);
     }
     rearm_probe(s, now);
     check_closed(s, now);
@@ -1047,15 +1146,16 @@ int zbuf_udpstream_input(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockad
         zbuf_delete(dgram);
         return -EINVAL;
     }
-    int rc = input(s, dgram, from, fromlen, false);
+    struct zus_rx rx = {.z = dgram};
+    int rc = input(s, &rx, from, fromlen, false);
     notify(s);
     return rc;
 }
 
-int zbuf__us_input_ack_only(zbuf_udpstream_t *s, zbuf_t *dgram, const struct sockaddr *from,
-                            socklen_t fromlen)
+int zbuf__us_input_rx(zbuf_udpstream_t *s, struct zus_rx *rx, const struct sockaddr *from,
+                      socklen_t fromlen, bool ack_only)
 {
-    int rc = input(s, dgram, from, fromlen, true);
+    int rc = input(s, rx, from, fromlen, ack_only);
     notify(s);
     return rc;
 }
@@ -1124,11 +1224,12 @@ int zbuf__us_start(zbuf_udpstream_t *s)
 {
     if (s->state != ST_SYN_SENT)
         return 0;
-    struct batch b = {.n = 0};
+    struct batch b;
+    batch_init(&b);
     uint64_t now = now_us(s);
     int rc = send_control(s, &b, ZUS_SYN, now);
     if (rc == 0) {
-        int k = s->t.send(s->tctx, b.dg, b.n, (const struct sockaddr *)&s->peer, s->peerlen);
+        int k = send_batch(s, &b);
         if (k > 0)
             s->st.dgrams_tx += (unsigned)k;
         else if (k < 0 && k != -EAGAIN && k != -ENOBUFS)
@@ -1176,6 +1277,10 @@ int zbuf_udpstream_process(zbuf_udpstream_t *s)
 {
     if (s == NULL)
         return -EINVAL;
+    /* The application had its turn since in-order data came in without
+     * answering it: acknowledge now. */
+    if (s->ack_owed)
+        s->ack_now = true;
     if (s->t.recv != NULL) {
         for (int i = 0; i < RECV_ROUNDS && s->state < ST_CLOSED; i++) {
             int n = s->t.recv(s->tctx, s);
@@ -1186,7 +1291,8 @@ int zbuf_udpstream_process(zbuf_udpstream_t *s)
         }
     }
     uint64_t now = now_us(s);
-    struct batch b = {.n = 0};
+    struct batch b;
+    batch_init(&b);
     run_timers(s, now, &b);
     transmit(s, &b);
     output(s, now);
@@ -1418,7 +1524,8 @@ void zbuf_udpstream_abort(zbuf_udpstream_t *s)
     if (s == NULL || s->err)
         return;
     if (s->state >= ST_SYN_RCVD && s->state <= ST_TIME_WAIT) {
-        struct batch b = {.n = 0};
+        struct batch b;
+        batch_init(&b);
         send_control(s, &b, ZUS_RST, now_us(s));
         transmit(s, &b);
     }
@@ -1459,4 +1566,5 @@ void zbuf_udpstream_get_stats(const zbuf_udpstream_t *s, zbuf_udpstream_stats_t 
     st->in_flight = s->flight;
     st->peer_wnd = s->peer_wnd;
     st->mss = s->mss;
+    st->gso_sends = s->ts.gso_sends;
 }

@@ -31,126 +31,164 @@
 
 /* ---------------------------------------------------------- UDP sockets */
 
-#define GSO_MIN 2         /* a run shorter than this goes with sendmmsg() */
-#define GSO_MAX 64        /* the kernel's UDP_MAX_SEGMENTS */
+#define GSO_MAX 64        /* the kernel's UDP_MAX_SEGMENTS (128 since Linux 6.9) */
 #define GSO_BYTES 65000   /* below the 64 KiB a UDP GSO send may carry */
-#define GSO_IOV 1024      /* IOV_MAX */
+#define SEND_IOV 1024     /* IOV_MAX: iovecs of one send call, all datagrams */
+#define MMSG_MAX 64       /* datagrams per sendmmsg() */
 
-/* Datagrams dg[0..n) through zbuf_sock_sendmmsg_fd(); they are consumed. */
-static int fd_send_mmsg(int fd, zbuf_t **dg, unsigned n, const struct sockaddr *to,
-                        socklen_t tolen)
+/* Datagrams dg[0..n) through zbuf_sock_sendmmsg_fd(); they are consumed.
+ * The path for datagrams the gathering send cannot describe (a payload
+ * of many small or file segments: zbuf-sock bounces those). */
+static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to, socklen_t tolen)
 {
-    zbuf_sock_msg_t msgs[64];
-    if (n > 64)
-        n = 64; /* the stream never batches more */
+    zbuf_udpstream_t *s = ctx;
+    zbuf_sock_msg_t msgs[MMSG_MAX];
+    if (n > MMSG_MAX)
+        n = MMSG_MAX; /* the stream never batches more */
     for (unsigned i = 0; i < n; i++) {
         msgs[i].z = dg[i];
         memcpy(&msgs[i].addr, to, tolen);
         msgs[i].addrlen = tolen;
         msgs[i].flags = 0;
     }
-    return zbuf_sock_sendmmsg_fd(fd, msgs, n, MSG_DONTWAIT);
+    int rc = zbuf_sock_sendmmsg_fd(zbuf__us_tstate(s)->fd, msgs, n, MSG_DONTWAIT);
+    for (unsigned i = 0; i < n; i++)
+        zbuf_delete(dg[i]);
+    return rc;
 }
 
-/*
- * A run of datagrams of one length (the last may be shorter) as one UDP
- * GSO send (UDP_SEGMENT): the kernel cuts the gathered bytes into the
- * datagrams, with one pass through the stack instead of one per datagram.
- * The iovecs point into the datagrams' segments (header, then payload
- * ranges by reference), as for sendmmsg().  1: sent; 0: the kernel cannot
- * (GSO off from now on); negative errno.
- */
-static int fd_send_gso(int fd, zbuf_t **dg, unsigned n, size_t seg, const struct sockaddr *to,
-                       socklen_t tolen)
+/* The iovecs of datagram @o (header, then the payload's segments by
+ * reference) at @iov, room @room: how many, or -1 when the payload does
+ * not fit in them or has a file segment. */
+static int out_iov(const struct zus_out *o, struct iovec *iov, int room)
 {
-    struct iovec iov[GSO_IOV];
-    int k = 0;
-    for (unsigned i = 0; i < n; i++) {
-        size_t covered;
-        int m = zbuf_iovec(dg[i], 0, ZBUF_TO_END, iov + k, GSO_IOV - k, &covered);
-        if (m < 0 || covered != zbuf_length(dg[i]))
-            return 0; /* not describable (cannot happen for our datagrams) */
-        k += m;
-    }
-    union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr mh = {.msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = iov,
-                        .msg_iovlen = (size_t)k, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    uint16_t gso = (uint16_t)seg;
-    memcpy(CMSG_DATA(c), &gso, sizeof gso);
-    ssize_t r;
-    do
-        r = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
-    if (r >= 0)
+    if (room < 1)
+        return -1;
+    iov[0] = (struct iovec){.iov_base = (void *)o->hdr, .iov_len = o->hlen};
+    if (o->plen == 0)
         return 1;
-    if (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT || errno == EOPNOTSUPP)
-        return 0;
-    return -errno;
+    size_t covered;
+    int m = zbuf_iovec(o->payload, 0, ZBUF_TO_END, iov + 1, room - 1, &covered);
+    return m < 0 || covered != o->plen ? -1 : m + 1;
 }
 
-/* How many datagrams from dg[i] on may go as one GSO send. */
-static unsigned gso_run(zbuf_t **dg, unsigned i, unsigned n)
+/* How many datagrams from o[i] on may go as one GSO send: one length (the
+ * last may be shorter), at most GSO_MAX of them and GSO_BYTES in all. */
+static unsigned gso_run(const struct zus_out *o, unsigned i, unsigned n)
 {
-    size_t seg = zbuf_length(dg[i]), total = seg;
+    size_t seg = (size_t)o[i].hlen + o[i].plen, total = seg;
     unsigned j = i + 1;
-    size_t segs = zbuf_seg_count(dg[i]);
-    while (j < n && j - i < GSO_MAX && zbuf_length(dg[j]) <= seg &&
-           total + zbuf_length(dg[j]) <= GSO_BYTES && segs + zbuf_seg_count(dg[j]) <= GSO_IOV) {
-        total += zbuf_length(dg[j]);
-        segs += zbuf_seg_count(dg[j]);
-        if (zbuf_length(dg[j++]) < seg)
+    while (j < n && j - i < GSO_MAX) {
+        size_t len = (size_t)o[j].hlen + o[j].plen;
+        if (len > seg || total + len > GSO_BYTES)
+            break;
+        total += len;
+        j++;
+        if (len < seg)
             break; /* a shorter one ends the run */
     }
     return j - i;
 }
 
-static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to, socklen_t tolen)
+/* The UDP_SEGMENT control message of a GSO send: the kernel cuts the
+ * message's bytes into datagrams of @seg bytes (the last may be shorter),
+ * with one pass through the stack for all of them (and on loopback a
+ * receiver with UDP GRO gets them whole). */
+union gso_ctl {
+    char buf[CMSG_SPACE(sizeof(uint16_t))];
+    struct cmsghdr align;
+};
+
+static void gso_cmsg(struct msghdr *mh, union gso_ctl *ctl, size_t seg)
 {
-    zbuf_udpstream_t *s = ctx;
+    memset(ctl, 0, sizeof *ctl);
+    mh->msg_control = ctl->buf;
+    mh->msg_controllen = sizeof ctl->buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t gso = (uint16_t)seg;
+    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+}
+
+/* Whether a failed GSO send means the kernel or the route cannot do it:
+ * no GSO (ENOPROTOOPT, EOPNOTSUPP), no checksum offload on the device
+ * (EIO), or datagrams larger than the path's MTU, which GSO never
+ * fragments (EMSGSIZE, EINVAL on older kernels) while plain sends do. */
+static bool gso_refused(int err)
+{
+    return err == EIO || err == EINVAL || err == ENOPROTOOPT || err == EOPNOTSUPP ||
+           err == EMSGSIZE;
+}
+
+/*
+ * The socket transport's send (zus_transport_state::send_out): headers
+ * and payload segments gathered straight into one sendmmsg() (no datagram
+ * zbuf made), each run of equal-size datagrams one message with
+ * UDP_SEGMENT (GSO), so that a 256 KiB write leaves in one system call.
+ * A datagram whose payload cannot be gathered goes alone through
+ * fd_send(); when the kernel refuses GSO, it is off for good.
+ */
+static int fd_send_out(zbuf_udpstream_t *s, const struct zus_out *o, unsigned n,
+                       const struct sockaddr *to, socklen_t tolen)
+{
     struct zus_transport_state *ts = zbuf__us_tstate(s);
+    struct iovec iov[SEND_IOV];
+    struct mmsghdr mm[MMSG_MAX];
+    union gso_ctl ctl[MMSG_MAX];
+    unsigned cnt[MMSG_MAX]; /* datagrams of each message */
     unsigned sent = 0;
     int rc = 0;
-    while (sent < n && rc >= 0) {
-        unsigned run = ts->gso_off ? 0 : gso_run(dg, sent, n);
-        if (run >= GSO_MIN) {
-            rc = fd_send_gso(ts->fd, dg + sent, run, zbuf_length(dg[sent]), to, tolen);
-            if (rc == 1) {
-                sent += run;
-                ts->gso_sends++;
-                continue;
-            }
-            if (rc == 0) {
-                ts->gso_off = true; /* the kernel or the route cannot: plain sends */
-                rc = 0;
-            }
-            if (rc < 0)
+    while (sent < n) {
+        unsigned c = 0, j = sent;
+        int k = 0;
+        while (j < n && c < MMSG_MAX) {
+            unsigned run = ts->gso_off ? 1 : gso_run(o, j, n), d = 0;
+            int k0 = k;
+            for (int m; d < run && (m = out_iov(&o[j + d], iov + k, SEND_IOV - k)) > 0; d++)
+                k += m;
+            if (d == 0)
+                break; /* o[j] cannot be gathered, or no iovec left */
+            mm[c].msg_hdr = (struct msghdr){.msg_name = (void *)to, .msg_namelen = tolen,
+                                            .msg_iov = iov + k0, .msg_iovlen = (size_t)(k - k0)};
+            mm[c].msg_len = 0;
+            if (d > 1)
+                gso_cmsg(&mm[c].msg_hdr, &ctl[c], (size_t)o[j].hlen + o[j].plen);
+            cnt[c++] = d;
+            j += d;
+            if (d < run)
                 break;
         }
-        /* The datagrams up to the next GSO run, with sendmmsg(). */
-        unsigned j = sent + 1;
-        while (j < n && (ts->gso_off || gso_run(dg, j, n) < GSO_MIN))
-            j++;
-        unsigned want = j - sent;
-        int k = fd_send_mmsg(ts->fd, dg + sent, want, to, tolen);
-        if (k < 0) {
-            rc = k;
+        if (c == 0) {
+            zbuf_t *z; /* o[sent] cannot be gathered (file segment, IOV_MAX segments) */
+            rc = zbuf__us_out_zbuf(&o[sent], &z);
+            if (rc == 0 && (rc = fd_send(s, &z, 1, to, tolen)) > 0)
+                sent++;
+            if (rc < 0)
+                break;
+            continue;
+        }
+        int r;
+        do
+            r = sendmmsg(ts->fd, mm, c, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
+            if (cnt[0] > 1 && gso_refused(errno)) {
+                ts->gso_off = true; /* the kernel or the route cannot: plain sends */
+                continue;
+            }
+            rc = -errno;
             break;
         }
-        sent += (unsigned)k;
-        if ((unsigned)k < want)
-            break; /* the kernel stopped early */
+        for (int i = 0; i < r; i++) {
+            sent += cnt[i];
+            if (cnt[i] > 1)
+                ts->gso_sends++;
+        }
+        if ((unsigned)r < c)
+            break; /* the kernel stopped early (a refused GSO run goes first next time) */
     }
-    for (unsigned i = 0; i < n; i++)
-        zbuf_delete(dg[i]);
     if (sent > 0 || rc >= 0) {
         ts->want_pollout = false;
         return (int)sent;
@@ -158,46 +196,83 @@ static int fd_send(void *ctx, zbuf_t **dg, unsigned n, const struct sockaddr *to
     return rc;
 }
 
-/* The pool is empty: read one datagram for its acknowledgement only. */
+/*
+ * No receive buffer is free: read one message into a scratch buffer for
+ * the acknowledgement fields only.  A message may be a run of datagrams
+ * (UDP GRO): each that fits in the scratch (a pure acknowledgement) is
+ * used; a data datagram does not fit, and is counted and dropped.
+ */
 static int fd_recv_scratch(zbuf_udpstream_t *s, int fd)
 {
-    uint8_t scratch[ZBUF_UDPSTREAM_HEADER + 8 * ZBUF_UDPSTREAM_SACK_MAX + 64];
+    uint8_t scratch[2 * (ZBUF_UDPSTREAM_HEADER + 8 * ZBUF_UDPSTREAM_SACK_MAX) + 64];
     struct sockaddr_storage from;
-    socklen_t fromlen = sizeof from;
-    ssize_t r = recvfrom(fd, scratch, sizeof scratch, MSG_DONTWAIT | MSG_TRUNC,
-                         (struct sockaddr *)&from, &fromlen);
-    if (r <= 0)
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = scratch, .iov_len = sizeof scratch};
+    struct msghdr mh = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
+                        .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t r;
+    do
+        r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC); /* r: the whole length */
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
         return 0;
-    /* Only the header part is looked at: a data segment's payload (past
-     * the scratch) is dropped anyway, so give the parser a datagram whose
-     * declared length it can check by trimming the payload claim. */
-    size_t have = (size_t)r < sizeof scratch ? (size_t)r : sizeof scratch;
-    zbuf_t *z;
-    zbuf_buf_t *b;
-    if (zbuf_create(&z) < 0)
-        return 0;
-    if (zbuf_buf_wrap(scratch, have, NULL, NULL, &b) < 0) {
-        zbuf_delete(z);
-        return 0;
-    }
-    int rc = zbuf_append_ref(z, b, 0, have);
-    zbuf_buf_unref(b);
-    if (rc < 0 || (size_t)r != have) {
-        zbuf_delete(z); /* a datagram larger than an acknowledgement: data */
-        zbuf__us_count_no_buffer(s);
+    size_t n = (size_t)r, have = n < sizeof scratch ? n : sizeof scratch;
+    size_t seg = (size_t)zbuf__us_gro_size(&mh);
+    if (seg == 0 || seg > n)
+        seg = n;
+    if (seg == 0) {
+        zbuf__us_count_bad(s, 1); /* an empty datagram */
         return 1;
     }
-    zbuf__us_input_ack_only(s, z, (struct sockaddr *)&from, fromlen);
+    for (size_t off = 0; off < n; off += seg) {
+        size_t len = n - off < seg ? n - off : seg;
+        if (off + len > have) {
+            /* Larger than an acknowledgement: data, for which there is no
+             * room; the stream's window had said so. */
+            for (; off < n; off += seg)
+                zbuf__us_count_no_buffer(s);
+            break;
+        }
+        struct zus_rx rx = {.p = scratch + off, .len = len};
+        zbuf__us_input_rx(s, &rx, (struct sockaddr *)&from, mh.msg_namelen, true);
+    }
     return 1;
+}
+
+/* The receive batch follows the traffic, between @lo and @hi: each slot
+ * offered needs room for the call, so an idle socket is asked for few. */
+static void adapt_batch(struct zus_transport_state *ts, unsigned want, int got, unsigned lo,
+                        unsigned hi)
+{
+    if (got <= 0)
+        ts->recv_batch = lo;
+    else if ((unsigned)got == want)
+        ts->recv_batch = want * 2 > hi ? hi : want * 2;
+    else if ((unsigned)got * 2 < want && want > lo)
+        ts->recv_batch = want / 2;
 }
 
 static int fd_recv(void *ctx, zbuf_udpstream_t *s)
 {
     (void)ctx;
     struct zus_transport_state *ts = zbuf__us_tstate(s);
+    if (ts->gro.pool != NULL) {
+        if (ts->recv_batch == 0)
+            ts->recv_batch = 2;
+        unsigned want = ts->recv_batch, offered = 0;
+        int n = zbuf__us_gro_recv(s, &ts->gro, ts->fd, want, &offered);
+        if (n == -ENOBUFS)
+            return fd_recv_scratch(s, ts->fd);
+        if (n != -EAGAIN && offered == want) /* (an idle call costs nothing per slot here) */
+            adapt_batch(ts, want, n, 2, ZUS_GRO_SLOTS);
+        /* Every slot offered was filled: there may be more. */
+        return n <= 0 ? 0 : (unsigned)n == offered ? ZUS_RECV_BATCH : n;
+    }
     zbuf_sock_msg_t msgs[ZUS_RECV_BATCH];
-    /* The batch follows the traffic: each slot offered takes a pool
-     * buffer for the call, so an idle socket is asked for few. */
     if (ts->recv_batch == 0)
         ts->recv_batch = 4;
     unsigned want = ts->recv_batch;
@@ -205,24 +280,33 @@ static int fd_recv(void *ctx, zbuf_udpstream_t *s)
                                MSG_DONTWAIT);
     if (n == -ENOBUFS)
         return fd_recv_scratch(s, ts->fd);
-    if (n <= 0) {
-        ts->recv_batch = 4;
+    adapt_batch(ts, want, n, 4, ZUS_RECV_BATCH);
+    if (n <= 0)
         return 0;
-    }
-    if ((unsigned)n == want)
-        ts->recv_batch = want * 2 > ZUS_RECV_BATCH ? ZUS_RECV_BATCH : want * 2;
-    else if ((unsigned)n * 2 < want && want > 4)
-        ts->recv_batch = want / 2;
     for (int i = 0; i < n; i++)
         zbuf_udpstream_input(s, msgs[i].z, (struct sockaddr *)&msgs[i].addr, msgs[i].addrlen);
     return (unsigned)n == want ? ZUS_RECV_BATCH : n; /* full: there may be more */
 }
 
+uint32_t zbuf__us_rx_room(const struct zus_transport_state *ts)
+{
+    if (ts->gro.pool != NULL)
+        return zbuf__us_gro_room(&ts->gro);
+    if (ts->pool != NULL) {
+        size_t n = zbuf_pool_available(ts->pool);
+        return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    }
+    return UINT32_MAX;
+}
+
 static void fd_close(void *ctx)
 {
     zbuf_udpstream_t *s = ctx;
-    zbuf_pool_delete(zbuf__us_tstate(s)->pool);
-    zbuf__us_tstate(s)->pool = NULL;
+    struct zus_transport_state *ts = zbuf__us_tstate(s);
+    if (ts->gro.pool != NULL)
+        zbuf__us_gro_close(&ts->gro, ts->fd);
+    zbuf_pool_delete(ts->pool);
+    ts->pool = NULL;
 }
 
 static int fd_open(int fd, const struct sockaddr *peer, socklen_t peerlen,
@@ -250,8 +334,11 @@ static int fd_open(int fd, const struct sockaddr *peer, socklen_t peerlen,
     zbuf__us_set_ctx(s, s);
     struct zus_transport_state *ts = zbuf__us_tstate(s);
     ts->fd = fd;
+    ts->send_out = fd_send_out;
     uint32_t bufs = o->pool_bufs ? o->pool_bufs : o->rcv_wnd + 128;
-    rc = zbuf_pool_create(zbuf__us_max_dgram(s), bufs, &ts->pool);
+    /* UDP GRO when the kernel has it (Linux 5.0), else the plain path. */
+    if (o->no_gro || zbuf__us_gro_open(&ts->gro, fd, zbuf__us_max_dgram(s), bufs) < 0)
+        rc = zbuf_pool_create(zbuf__us_max_dgram(s), bufs, &ts->pool);
     if (rc == 0)
         rc = zbuf__us_start(s);
     if (rc < 0) {

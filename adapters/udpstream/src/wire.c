@@ -46,14 +46,10 @@ static const uint8_t *view(const zbuf_t *z, size_t off, size_t len, uint8_t *scr
     return NULL;
 }
 
-int zbuf__us_parse(const zbuf_t *dgram, struct zus_hdr *h)
+/* The fixed header at @p of a datagram of @total bytes. */
+static int parse_fixed(const uint8_t *p, size_t total, struct zus_hdr *h)
 {
-    uint8_t scratch[HDR_FIXED + 8 * ZBUF_UDPSTREAM_SACK_MAX];
-    size_t total = zbuf_length(dgram);
-    if (total < HDR_FIXED)
-        return -EBADMSG;
-    const uint8_t *p = view(dgram, 0, HDR_FIXED, scratch);
-    if (p == NULL || p[0] != ZUS_MAGIC || p[1] != ZUS_VERSION)
+    if (p[0] != ZUS_MAGIC || p[1] != ZUS_VERSION)
         return -EBADMSG;
     h->type = p[2];
     h->flags = p[3] & 0x0fu;
@@ -88,19 +84,44 @@ int zbuf__us_parse(const zbuf_t *dgram, struct zus_hdr *h)
         if (h->len != 0)
             return -EBADMSG;
     }
-    if (h->nsack) {
-        const uint8_t *q = view(dgram, HDR_FIXED, 8u * h->nsack, scratch);
-        if (q == NULL)
+    return 0;
+}
+
+/* The SACK ranges at @q of the header @h. */
+static int parse_sack(const uint8_t *q, struct zus_hdr *h)
+{
+    for (unsigned i = 0; i < h->nsack; i++) {
+        h->sack[i][0] = rd32(q + 8 * i);
+        h->sack[i][1] = rd32(q + 8 * i + 4);
+        int32_t span = zus_diff(h->sack[i][1], h->sack[i][0]);
+        if (span <= 0 || span > 32768)
             return -EBADMSG;
-        for (unsigned i = 0; i < h->nsack; i++) {
-            h->sack[i][0] = rd32(q + 8 * i);
-            h->sack[i][1] = rd32(q + 8 * i + 4);
-            int32_t span = zus_diff(h->sack[i][1], h->sack[i][0]);
-            if (span <= 0 || span > 32768)
-                return -EBADMSG;
-        }
     }
     return 0;
+}
+
+int zbuf__us_parse(const zbuf_t *dgram, struct zus_hdr *h)
+{
+    uint8_t scratch[HDR_FIXED + 8 * ZBUF_UDPSTREAM_SACK_MAX];
+    size_t total = zbuf_length(dgram);
+    if (total < HDR_FIXED)
+        return -EBADMSG;
+    const uint8_t *p = view(dgram, 0, HDR_FIXED, scratch);
+    if (p == NULL || parse_fixed(p, total, h) < 0)
+        return -EBADMSG;
+    if (h->nsack) {
+        const uint8_t *q = view(dgram, HDR_FIXED, 8u * h->nsack, scratch);
+        if (q == NULL || parse_sack(q, h) < 0)
+            return -EBADMSG;
+    }
+    return 0;
+}
+
+int zbuf__us_parse_mem(const uint8_t *p, size_t len, struct zus_hdr *h)
+{
+    if (len < HDR_FIXED || parse_fixed(p, len, h) < 0)
+        return -EBADMSG;
+    return h->nsack ? parse_sack(p + HDR_FIXED, h) : 0; /* (inside: length checked) */
 }
 
 size_t zbuf__us_hdr_size(const struct zus_hdr *h)
@@ -134,17 +155,37 @@ void zbuf__us_write_hello(const struct zus_hello *hl, uint8_t *o)
     wr16(o + 6, hl->flags);
 }
 
-int zbuf__us_parse_hello(const zbuf_t *dgram, size_t off, struct zus_hello *hl)
+int zbuf__us_parse_hello_mem(const uint8_t *p, struct zus_hello *hl)
 {
-    uint8_t scratch[ZUS_HELLO_LEN];
-    const uint8_t *p = view(dgram, off, ZUS_HELLO_LEN, scratch);
-    if (p == NULL)
-        return -EBADMSG;
     hl->src_cid = rd32(p);
     hl->mss = rd16(p + 4);
     hl->flags = rd16(p + 6);
     if (hl->src_cid == 0 || hl->mss < 64 || hl->flags != 0)
         return -EBADMSG;
+    return 0;
+}
+
+int zbuf__us_parse_hello(const zbuf_t *dgram, size_t off, struct zus_hello *hl)
+{
+    uint8_t scratch[ZUS_HELLO_LEN];
+    const uint8_t *p = view(dgram, off, ZUS_HELLO_LEN, scratch);
+    return p == NULL ? -EBADMSG : zbuf__us_parse_hello_mem(p, hl);
+}
+
+int zbuf__us_out_zbuf(const struct zus_out *o, zbuf_t **out)
+{
+    zbuf_t *d;
+    int rc = o->plen > 0 ? zbuf_dup(o->payload, 0, ZBUF_TO_END, &d) : zbuf_create(&d);
+    if (rc < 0)
+        return rc;
+    void *p;
+    rc = zbuf_prepend_space(d, o->hlen, &p);
+    if (rc < 0) {
+        zbuf_delete(d);
+        return rc;
+    }
+    memcpy(p, o->hdr, o->hlen);
+    *out = d;
     return 0;
 }
 

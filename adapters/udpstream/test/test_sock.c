@@ -1,8 +1,10 @@
 /* Streams over kernel UDP sockets (the built-in transport through
  * zbuf-sock): loopback transfers in both modes, through an in-process
- * lossy relay (loss, duplication, reordering), through nftables random
- * drop in a private network namespace, with a reader that hoards the
- * receive pool, and with datagrams from a third socket. */
+ * lossy relay (loss, duplication, reordering; the relay forwards plain
+ * datagrams, so the GRO sockets get no runs there), through nftables
+ * random drop in a private network namespace, with a reader that hoards
+ * the receive pool, and with datagrams from a third socket; with UDP GRO
+ * (the default) and without. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <net/if.h>
+#include <netinet/udp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,12 +197,21 @@ static bool spair_pump(void *arg)
     return mono_us() < p->deadline_us;
 }
 
-static void transfer(zbuf_udpstream_mode_t mode, struct relay *relay, uint64_t total, bool both,
-                     zbuf_udpstream_stats_t st[2])
+static bool kernel_has_gro(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), on = 1;
+    bool ok = setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    close(fd);
+    return ok;
+}
+
+static void transfer_gro(zbuf_udpstream_mode_t mode, bool gro, struct relay *relay,
+                         uint64_t total, bool both, zbuf_udpstream_stats_t st[2])
 {
     zbuf_udpstream_opts_t o;
     zbuf_udpstream_opts_init(&o);
     o.mode = mode;
+    o.no_gro = !gro;
     struct spair p;
     spair_open(&p, &o, relay);
     struct ut_xfer x;
@@ -209,6 +221,12 @@ static void transfer(zbuf_udpstream_mode_t mode, struct relay *relay, uint64_t t
     for (int i = 0; i < 2; i++)
         zbuf_udpstream_get_stats(p.s[i], &st[i]);
     spair_close(&p);
+}
+
+static void transfer(zbuf_udpstream_mode_t mode, struct relay *relay, uint64_t total, bool both,
+                     zbuf_udpstream_stats_t st[2])
+{
+    transfer_gro(mode, true, relay, total, both, st);
 }
 
 Test(sock, zerocopy_over_loopback_copies_no_payload_byte)
@@ -222,6 +240,27 @@ Test(sock, zerocopy_over_loopback_copies_no_payload_byte)
     cr_assert_eq(after.bytes_copied, before.bytes_copied,
                  "%llu bytes copied by the library",
                  (unsigned long long)(after.bytes_copied - before.bytes_copied));
+    cr_assert_gt(st[0].gso_sends, 0, "the sender used UDP GSO");
+    if (kernel_has_gro())
+        cr_assert_gt(st[1].gro_dgrams, st[1].dgrams_rx / 2,
+                     "most datagrams arrived in runs (UDP GRO): %llu of %llu",
+                     (unsigned long long)st[1].gro_dgrams, (unsigned long long)st[1].dgrams_rx);
+}
+
+Test(sock, both_modes_without_gro_over_loopback)
+{
+    zbuf_stats_t before, after;
+    zbuf_udpstream_stats_t st[2];
+    zbuf_stats_get(&before);
+    transfer_gro(ZBUF_UDPSTREAM_ZEROCOPY, false, NULL, ut_scaled(6u << 20, 8), true, st);
+    zbuf_stats_get(&after);
+    cr_assert_eq(after.bytes_copied, before.bytes_copied);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(st[i].gro_dgrams, 0, "one datagram per receive buffer");
+    uint64_t total = ut_scaled(3u << 20, 8);
+    transfer_gro(ZBUF_UDPSTREAM_COPY, false, NULL, total, true, st);
+    cr_assert_eq(st[0].bytes_copied, 3 * total);
+    cr_assert_eq(st[1].gro_dgrams, 0);
 }
 
 Test(sock, copying_mode_both_ways_over_loopback)
@@ -231,6 +270,8 @@ Test(sock, copying_mode_both_ways_over_loopback)
     transfer(ZBUF_UDPSTREAM_COPY, NULL, total, true, st);
     cr_assert_eq(st[0].bytes_copied, 3 * total, "each side copies its own sends once and its "
                                                 "receives twice");
+    if (kernel_has_gro())
+        cr_assert_gt(st[0].gro_dgrams + st[1].gro_dgrams, 0, "the copying mode receives runs too");
 }
 
 Test(sock, both_modes_through_a_lossy_duplicating_reordering_relay)
@@ -283,6 +324,32 @@ Test(sock, zerocopy_through_nftables_random_drop_in_a_namespace)
     transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, ut_scaled(4u << 20, 8), true, st);
     cr_assert_gt(st[0].retransmits + st[1].retransmits, 0, "nftables dropped datagrams");
     cr_assert_eq(st[0].bytes_copied + st[1].bytes_copied, 0);
+}
+
+Test(sock, a_path_mtu_below_the_streams_makes_it_send_without_gso)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root for a network namespace");
+    if (!private_netns())
+        cr_skip_test("cannot create a network namespace (needs CAP_SYS_ADMIN)");
+    /* Datagrams of 1472 bytes over a loopback of MTU 1400: the kernel
+     * refuses UDP GSO sends (EINVAL: a segment larger than the path
+     * allows), so the stream falls back to plain sends for good, which
+     * the kernel fragments; every byte still arrives. */
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr = {0};
+    strcpy(ifr.ifr_name, "lo");
+    ifr.ifr_mtu = 1400;
+    bool ok = ioctl(fd, SIOCSIFMTU, &ifr) == 0;
+    close(fd);
+    if (!ok)
+        cr_skip_test("cannot set the namespace's loopback MTU");
+    zbuf_udpstream_stats_t st[2];
+    transfer(ZBUF_UDPSTREAM_ZEROCOPY, NULL, ut_scaled(2u << 20, 8), true, st);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(st[i].gso_sends, 0, "side %d: %llu GSO sends", i,
+                     (unsigned long long)st[i].gso_sends);
+    cr_assert_gt(st[0].data_tx, 1000);
 }
 
 Test(sock, a_reader_holding_every_pool_buffer_closes_the_window_until_it_lets_go)

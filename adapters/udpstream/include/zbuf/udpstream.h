@@ -197,13 +197,26 @@ typedef struct zbuf_udpstream_opts {
     zbuf_udpstream_notify_cb notify; /**< event notifications, or NULL */
     void *notify_arg;      /**< passed to @c notify */
     uint32_t pool_bufs;    /**< receive pool of the socket transport, in
-                                datagrams; 0: rcv_wnd + 128 */
+                                datagrams of the largest size; 0: rcv_wnd +
+                                128.  With UDP GRO (see @c no_gro) the pool
+                                holds as many bytes in 64 KiB buffers, plus
+                                9 buffers of room for the receive calls */
     bool cork;             /**< writes do not send: the next
                                 zbuf_udpstream_process() does (and
                                 zbuf_udpstream_timeout() says 0 meanwhile), so
                                 that runs of small writes share datagrams.
                                 Default false: each write sends at once, like
                                 `TCP_NODELAY` */
+    bool no_gro;           /**< socket transport: do not receive with UDP GRO.
+                                By default the stream sets `UDP_GRO` on its
+                                socket (Linux 5.0; where the kernel refuses,
+                                it does without) and receives runs of
+                                datagrams (a peer's UDP GSO sends, or the
+                                kernel's coalescing) into 64 KiB pool buffers
+                                filled densely, one system call and one copy
+                                per run; each datagram is then cut off by
+                                reference.  The option is given back to the
+                                socket as it was by zbuf_udpstream_delete() */
 } zbuf_udpstream_opts_t;
 
 /** Counters of a stream (zbuf_udpstream_get_stats()). */
@@ -237,6 +250,12 @@ typedef struct zbuf_udpstream_stats {
     uint32_t in_flight;      /**< segments sent and not acknowledged */
     uint32_t peer_wnd;       /**< window the peer advertised last, segments */
     uint32_t mss;            /**< payload bytes per datagram */
+    uint64_t gso_sends;      /**< socket transport: UDP GSO sends (one system call
+                                  and one pass through the kernel for a run of
+                                  datagrams) */
+    uint64_t gro_dgrams;     /**< socket transport: datagrams received in runs
+                                  (UDP GRO), also counted in dgrams_rx when
+                                  accepted */
 } zbuf_udpstream_stats_t;
 
 /**
