@@ -31,7 +31,15 @@ run_all() { # dir: run every consumer program in it, with a clean loader path
   step "$n consumer programs ran from $1"
 }
 
-cmake --install "$build" >"$work/install.log"
+# The build must have been configured for PREFIX (the pkg-config files record
+# it); never install anywhere else, in particular not into /usr/local.
+configured=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
+if [ "$(realpath -m "$configured")" != "$(realpath -m "$prefix")" ]; then
+  echo "test-install: $build is configured for $configured, not $prefix" \
+       "(configure it with -DCMAKE_INSTALL_PREFIX=$prefix)" >&2
+  exit 1
+fi
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 step "installed into $prefix"
 
 bad=0
