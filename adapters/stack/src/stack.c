@@ -319,6 +319,24 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     return 0;
 }
 
+void zbuf_ip__teardown_add(zbuf_ip_stack_t *s, struct zbuf_ip__teardown *t)
+{
+    t->next = s->teardowns;
+    t->prev = &s->teardowns;
+    if (s->teardowns)
+        s->teardowns->prev = &t->next;
+    s->teardowns = t;
+}
+
+void zbuf_ip__teardown_remove(struct zbuf_ip__teardown *t)
+{
+    *t->prev = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->next = NULL;
+    t->prev = NULL;
+}
+
 static void arp_pend_drop(zbuf_ip_stack_t *s, struct arp_pending *e);
 
 void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
@@ -326,7 +344,11 @@ void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
     if (s == NULL)
         return;
     s->depth++; /* no reaping from inside the teardown */
-    zbuf_ip__sock_free_orphans(s);
+    while (s->teardowns) {
+        struct zbuf_ip__teardown *t = s->teardowns;
+        zbuf_ip__teardown_remove(t);
+        t->fn(t);
+    }
     zbuf_ip__tcp_free_all(s);
     while (s->udps)
         zbuf_ip_udp_delete(s->udps);

@@ -163,12 +163,23 @@ struct zbuf_ip_stack {
     zbuf_pool_t *rx_ok_pool;
     size_t rx_ok_frames;
     bool rx_prune_pending;  /* prune when the outermost stack call returns */
-    struct zbuf_ip_sock *orphans; /* closed sockets still sending their queued bytes */
+    struct zbuf_ip__teardown *teardowns; /* see zbuf_ip__teardown_add() */
 };
 
-/* Free the sockets closed while data still waited to be sent (sock.c);
- * their PCBs are freed by the caller without callbacks. */
-ZBUF_IP__HIDDEN void zbuf_ip__sock_free_orphans(zbuf_ip_stack_t *s);
+/* Teardown hooks: a layer above the stack (the socket layer's closed
+ * sockets that still send, for one) keeps objects alive on the stack's
+ * behalf.  It embeds one of these in each and adds it; zbuf_ip_stack_delete()
+ * calls every hook still added, once, before it frees the PCBs (which go
+ * without callbacks).  The hook frees its object and must not call into the
+ * stack.  The core knows only this callback, never the layer's types. */
+struct zbuf_ip__teardown {
+    void (*fn)(struct zbuf_ip__teardown *t); /* frees the object holding t */
+    struct zbuf_ip__teardown *next, **prev;
+};
+/* Add `t` (t->fn set by the caller) to s's hooks; O(1), cannot fail. */
+ZBUF_IP__HIDDEN void zbuf_ip__teardown_add(zbuf_ip_stack_t *s, struct zbuf_ip__teardown *t);
+/* Take `t` off its stack's hooks (the object is freed another way); O(1). */
+ZBUF_IP__HIDDEN void zbuf_ip__teardown_remove(struct zbuf_ip__teardown *t);
 
 /* Sample the clock (public entry points do this). */
 ZBUF_IP__HIDDEN void zbuf_ip__tick(zbuf_ip_stack_t *s);
