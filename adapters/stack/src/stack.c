@@ -84,6 +84,8 @@ static uint64_t mono_ms(void *arg)
 
 void zbuf_ip__tick(zbuf_ip_stack_t *s)
 {
+    if (s->depth > 0)
+        return; /* inside a poll or another entry point: its sample holds */
     uint64_t t = s->cfg.clock(s->cfg.clock_arg);
     if (t > s->now)
         s->now = t;
@@ -93,8 +95,9 @@ void zbuf_ip__tick(zbuf_ip_stack_t *s)
  * closed meanwhile are freed when the outermost one returns. */
 static void enter(zbuf_ip_stack_t *s)
 {
-    if (s->depth++ == 0)
+    if (s->depth == 0)
         zbuf_ip__tick(s);
+    s->depth++;
 }
 
 static void rx_prune(zbuf_ip_stack_t *s);
@@ -307,6 +310,7 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
         return -ENOMEM;
     s->cfg = c;
     s->arp_next = ZBUF_IP_NEVER;
+    s->tcp_next = ZBUF_IP_NEVER;
     s->rx_level = -1;
     s->rng = zbuf_ip__siphash(c.isn_key, "rng", 3) | 1;
     s->next_port = (uint16_t)(PORT_DYNAMIC_MIN +

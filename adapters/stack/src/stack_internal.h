@@ -144,6 +144,10 @@ struct zbuf_ip_stack {
     unsigned challenge_budget; /* drawn at random for each window */
     uint64_t rng;              /* xorshift state for the stack's random draws */
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
+    /* No TCP timer is due earlier and no PCB has output pending before it
+     * (a lower bound, lowered by every tcp_timer_set(); see
+     * zbuf_ip__tcp_timers()): polls before it skip the walk of the PCBs. */
+    uint64_t tcp_next;
 #define ZBUF_IP__ID_BUCKETS 64
     uint16_t ip_ids[ZBUF_IP__ID_BUCKETS]; /* IPv4 id counters of fragmented datagrams */
     struct ip_reasm *reasm[ZBUF_IP_REASM_MAX]; /* NULL: free slot */
@@ -181,7 +185,9 @@ ZBUF_IP__HIDDEN void zbuf_ip__teardown_add(zbuf_ip_stack_t *s, struct zbuf_ip__t
 /* Take `t` off its stack's hooks (the object is freed another way); O(1). */
 ZBUF_IP__HIDDEN void zbuf_ip__teardown_remove(struct zbuf_ip__teardown *t);
 
-/* Sample the clock (public entry points do this). */
+/* Sample the clock: the outermost public entry point does, so that a poll
+ * reads it once and callbacks calling back into the stack see the poll's
+ * time; nested calls leave it. */
 ZBUF_IP__HIDDEN void zbuf_ip__tick(zbuf_ip_stack_t *s);
 
 /* Send an IP packet: `pkt` holds the transport header and payload and is
