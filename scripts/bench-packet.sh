@@ -33,7 +33,7 @@ cmake --build "$root/build/bench" -j"$(nproc)" --target bench_packet bench_stack
   { tail -n 60 "$log" >&2; exit 1; }
 
 bp=$root/build/bench/adapters/packet/bench/bench_packet
-bs=$root/build/bench/adapters/stack/packet/bench/bench_stack_packet
+bs=$root/build/bench/adapters/stack/drivers/packet/bench/bench_stack_packet
 rows=$root/build/bench-packet-rows.txt # every run's row, kept for a closer look
 : >"$rows"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

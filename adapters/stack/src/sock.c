@@ -12,12 +12,14 @@
  *        TCP send buffer yet; moved over on each sent callback.
  *
  * Closing a socket whose txq is not empty makes it an orphan: it leaves the
- * caller's hands but stays on the stack's orphan list, feeding txq into the
+ * caller's hands but stays registered with the stack as a teardown hook
+ * (zbuf_ip__teardown_add()), feeding txq into the
  * connection as acknowledgments make room; once txq is empty the PCB is
  * closed (FIN after the last byte) and the socket freed.  Bytes received
  * meanwhile are discarded and the window kept open.  A connection that fails
- * frees its orphan; so does zbuf_ip_stack_delete().
+ * frees its orphan; so does zbuf_ip_stack_delete(), through the hook.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "stack_internal.h"
@@ -28,7 +30,7 @@ struct zbuf_ip_sock {
     bool listener;
     bool connected, eof, shut;
     bool orphan;               /* closed by the caller, still draining txq */
-    struct zbuf_ip_sock *onext, **oprev; /* the stack's orphan list */
+    struct zbuf_ip__teardown teardown; /* registered while an orphan */
     int err;
     zbuf_t *rxq, *txq;
     struct zbuf_ip_sock **acq; /* listener: connections not yet accepted */
@@ -45,16 +47,14 @@ static void sock_free(zbuf_ip_sock_t *k)
 
 static void orphan_free(zbuf_ip_sock_t *k)
 {
-    *k->oprev = k->onext;
-    if (k->onext)
-        k->onext->oprev = k->oprev;
+    zbuf_ip__teardown_remove(&k->teardown);
     sock_free(k);
 }
 
-void zbuf_ip__sock_free_orphans(zbuf_ip_stack_t *s)
+/* The stack is being deleted: it frees the PCB itself, without callbacks. */
+static void orphan_teardown(struct zbuf_ip__teardown *t)
 {
-    while (s->orphans)
-        orphan_free(s->orphans);
+    sock_free((zbuf_ip_sock_t *)((char *)t - offsetof(zbuf_ip_sock_t, teardown)));
 }
 
 /* Move what fits from txq into the connection.  An orphan whose txq has
@@ -384,12 +384,8 @@ void zbuf_ip_sock_close(zbuf_ip_sock_t *k)
             k->orphan = true;
             k->shut = true;
             zbuf_ip__tcp_set_orphan(k->pcb);
-            zbuf_ip_stack_t *s = k->stack;
-            k->onext = s->orphans;
-            k->oprev = &s->orphans;
-            if (s->orphans)
-                s->orphans->oprev = &k->onext;
-            s->orphans = k;
+            k->teardown.fn = orphan_teardown;
+            zbuf_ip__teardown_add(k->stack, &k->teardown);
             return;
         }
         zbuf_ip_tcp_close(k->pcb);

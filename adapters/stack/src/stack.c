@@ -84,6 +84,8 @@ static uint64_t mono_ms(void *arg)
 
 void zbuf_ip__tick(zbuf_ip_stack_t *s)
 {
+    if (s->depth > 0)
+        return; /* inside a poll or another entry point: its sample holds */
     uint64_t t = s->cfg.clock(s->cfg.clock_arg);
     if (t > s->now)
         s->now = t;
@@ -93,8 +95,9 @@ void zbuf_ip__tick(zbuf_ip_stack_t *s)
  * closed meanwhile are freed when the outermost one returns. */
 static void enter(zbuf_ip_stack_t *s)
 {
-    if (s->depth++ == 0)
+    if (s->depth == 0)
         zbuf_ip__tick(s);
+    s->depth++;
 }
 
 static void rx_prune(zbuf_ip_stack_t *s);
@@ -307,6 +310,7 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
         return -ENOMEM;
     s->cfg = c;
     s->arp_next = ZBUF_IP_NEVER;
+    s->tcp_next = ZBUF_IP_NEVER;
     s->rx_level = -1;
     s->rng = zbuf_ip__siphash(c.isn_key, "rng", 3) | 1;
     s->next_port = (uint16_t)(PORT_DYNAMIC_MIN +
@@ -319,6 +323,24 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     return 0;
 }
 
+void zbuf_ip__teardown_add(zbuf_ip_stack_t *s, struct zbuf_ip__teardown *t)
+{
+    t->next = s->teardowns;
+    t->prev = &s->teardowns;
+    if (s->teardowns)
+        s->teardowns->prev = &t->next;
+    s->teardowns = t;
+}
+
+void zbuf_ip__teardown_remove(struct zbuf_ip__teardown *t)
+{
+    *t->prev = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->next = NULL;
+    t->prev = NULL;
+}
+
 static void arp_pend_drop(zbuf_ip_stack_t *s, struct arp_pending *e);
 
 void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
@@ -326,7 +348,11 @@ void zbuf_ip_stack_delete(zbuf_ip_stack_t *s)
     if (s == NULL)
         return;
     s->depth++; /* no reaping from inside the teardown */
-    zbuf_ip__sock_free_orphans(s);
+    while (s->teardowns) {
+        struct zbuf_ip__teardown *t = s->teardowns;
+        zbuf_ip__teardown_remove(t);
+        t->fn(t);
+    }
     zbuf_ip__tcp_free_all(s);
     while (s->udps)
         zbuf_ip_udp_delete(s->udps);

@@ -144,6 +144,10 @@ struct zbuf_ip_stack {
     unsigned challenge_budget; /* drawn at random for each window */
     uint64_t rng;              /* xorshift state for the stack's random draws */
     uint64_t arp_next;      /* no ARP deadline is earlier (a lower bound) */
+    /* No TCP timer is due earlier and no PCB has output pending before it
+     * (a lower bound, lowered by every tcp_timer_set(); see
+     * zbuf_ip__tcp_timers()): polls before it skip the walk of the PCBs. */
+    uint64_t tcp_next;
 #define ZBUF_IP__ID_BUCKETS 64
     uint16_t ip_ids[ZBUF_IP__ID_BUCKETS]; /* IPv4 id counters of fragmented datagrams */
     struct ip_reasm *reasm[ZBUF_IP_REASM_MAX]; /* NULL: free slot */
@@ -163,14 +167,27 @@ struct zbuf_ip_stack {
     zbuf_pool_t *rx_ok_pool;
     size_t rx_ok_frames;
     bool rx_prune_pending;  /* prune when the outermost stack call returns */
-    struct zbuf_ip_sock *orphans; /* closed sockets still sending their queued bytes */
+    struct zbuf_ip__teardown *teardowns; /* see zbuf_ip__teardown_add() */
 };
 
-/* Free the sockets closed while data still waited to be sent (sock.c);
- * their PCBs are freed by the caller without callbacks. */
-ZBUF_IP__HIDDEN void zbuf_ip__sock_free_orphans(zbuf_ip_stack_t *s);
+/* Teardown hooks: a layer above the stack (the socket layer's closed
+ * sockets that still send, for one) keeps objects alive on the stack's
+ * behalf.  It embeds one of these in each and adds it; zbuf_ip_stack_delete()
+ * calls every hook still added, once, before it frees the PCBs (which go
+ * without callbacks).  The hook frees its object and must not call into the
+ * stack.  The core knows only this callback, never the layer's types. */
+struct zbuf_ip__teardown {
+    void (*fn)(struct zbuf_ip__teardown *t); /* frees the object holding t */
+    struct zbuf_ip__teardown *next, **prev;
+};
+/* Add `t` (t->fn set by the caller) to s's hooks; O(1), cannot fail. */
+ZBUF_IP__HIDDEN void zbuf_ip__teardown_add(zbuf_ip_stack_t *s, struct zbuf_ip__teardown *t);
+/* Take `t` off its stack's hooks (the object is freed another way); O(1). */
+ZBUF_IP__HIDDEN void zbuf_ip__teardown_remove(struct zbuf_ip__teardown *t);
 
-/* Sample the clock (public entry points do this). */
+/* Sample the clock: the outermost public entry point does, so that a poll
+ * reads it once and callbacks calling back into the stack see the poll's
+ * time; nested calls leave it. */
 ZBUF_IP__HIDDEN void zbuf_ip__tick(zbuf_ip_stack_t *s);
 
 /* Send an IP packet: `pkt` holds the transport header and payload and is

@@ -412,6 +412,8 @@ static inline uint32_t tcp_pipe(const zbuf_ip_tcp_t *t)
 static inline void tcp_timer_set(zbuf_ip_tcp_t *t, enum tcp_timer k, uint64_t at)
 {
     t->timer[k] = at;
+    if (at < t->stack->tcp_next)
+        t->stack->tcp_next = at;
 }
 
 static inline void tcp_timer_stop(zbuf_ip_tcp_t *t, enum tcp_timer k)

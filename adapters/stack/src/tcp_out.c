@@ -360,6 +360,8 @@ int zbuf_ip__tcp_output(zbuf_ip_tcp_t *t)
         size_t qlen = zbuf_length(t->sndq);
         sent = output_new(t, sent, qlen, send_mss(t));
         t->output_pending = sent == ZBUF_IP_TCP_BURST;
+        if (t->output_pending && t->stack->now < t->stack->tcp_next)
+            t->stack->tcp_next = t->stack->now; /* the next poll goes on */
         if (sent)
             zbuf_ip__tcp_tlp_schedule(t);
         /* Data waits and nothing flies to bring an ACK: probe the window. */

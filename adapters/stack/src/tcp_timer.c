@@ -260,13 +260,36 @@ static int pcb_timers(zbuf_ip_tcp_t *t, uint64_t now)
     return n;
 }
 
+/* The earliest of t's armed timers, or now if a burst waits to go on. */
+static uint64_t pcb_next(const zbuf_ip_tcp_t *t, uint64_t now)
+{
+    if (t->output_pending)
+        return now;
+    uint64_t d = ZBUF_IP_NEVER;
+    for (int k = 0; k < TCP_NTIMERS; k++)
+        if (t->timer[k] && t->timer[k] < d)
+            d = t->timer[k];
+    return d;
+}
+
+/* Every poll comes here: before s->tcp_next nothing is due, and the PCBs
+ * are not walked.  A walk runs what is due and gathers the new bound from
+ * the timers left armed (timers set meanwhile lower it themselves). */
 int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s)
 {
     int n = 0;
-    uint64_t now = s->now; /* one clock for the walk (callbacks may tick it) */
-    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next)
-        if (!t->dead)
-            n += pcb_timers(t, now);
+    uint64_t now = s->now; /* one clock for the walk */
+    if (now < s->tcp_next)
+        return 0;
+    s->tcp_next = ZBUF_IP_NEVER;
+    for (zbuf_ip_tcp_t *t = s->tcps; t; t = t->next) {
+        if (t->dead)
+            continue;
+        n += pcb_timers(t, now);
+        uint64_t d = t->dead ? ZBUF_IP_NEVER : pcb_next(t, now);
+        if (d < s->tcp_next)
+            s->tcp_next = d;
+    }
     return n;
 }
 
@@ -278,9 +301,9 @@ uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s)
             continue;
         if (t->output_pending)
             return s->now;
-        for (int k = 0; k < TCP_NTIMERS; k++)
-            if (t->timer[k] && t->timer[k] < d)
-                d = t->timer[k];
+        uint64_t n = pcb_next(t, s->now);
+        if (n < d)
+            d = n;
     }
     return d;
 }

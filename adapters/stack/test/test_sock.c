@@ -248,6 +248,39 @@ Test(sock, deleting_the_stack_releases_what_a_closed_socket_still_held)
     free(buf);
 }
 
+Test(sock, deleting_the_stack_runs_each_orphans_teardown_once)
+{
+    zh_pair_t p;
+    zh_pair_init(&p, NULL, NULL);
+    enum { N = 3 };
+    zbuf_ip_sock_t *l, *c[N], *a[N];
+    cr_assert_eq(zbuf_ip_sock_listen(p.b, ZBUF_IP_ANY, 7009, N, &l), 0);
+    int released[N] = {0};
+    uint8_t *buf[N];
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(zbuf_ip_sock_connect(p.a, ZH_B, 7009, &c[i]), 0);
+        wait_event(&p, l, ZBUF_IP_SOCK_ACCEPTABLE);
+        cr_assert_eq(zbuf_ip_sock_accept(l, &a[i]), 0);
+        wait_event(&p, c[i], ZBUF_IP_SOCK_CONNECTED);
+        buf[i] = bufsend_mib(c[i], 20 + (uint32_t)i, &released[i]);
+    }
+    /* Close the middle one first, so the hooks are added out of order. */
+    zbuf_ip_sock_close(c[1]);
+    zbuf_ip_sock_close(c[0]);
+    zbuf_ip_sock_close(c[2]);
+    zh_pair_run(&p, NULL, NULL, 2);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(released[i], 0, "orphan %d still holds its bytes", i);
+    for (int i = 0; i < N; i++)
+        zbuf_ip_sock_close(a[i]);
+    zbuf_ip_sock_close(l);
+    zh_pair_fini(&p); /* deletes a's stack with the three orphans on it */
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(released[i], 1, "orphan %d released its bytes once", i);
+        free(buf[i]);
+    }
+}
+
 Test(sock, closed_socket_facing_a_shut_window_gives_up_after_bounded_probes)
 {
     zh_pair_t p;
