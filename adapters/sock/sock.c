@@ -184,12 +184,15 @@ static int err_fd(const struct zbuf_sock *s)
     return s->fd_stale || s->fd_gone ? -1 : s->fd;
 }
 
-void zbuf__sock_forget_fd(struct zbuf_sock *s)
+int zbuf_sock_forget_fd(zbuf_sock_t *s)
 {
+    if (s == NULL)
+        return -EINVAL;
     pthread_mutex_lock(&s->lock);
     s->fd_stale = true;
     s->closing = true;
     pthread_mutex_unlock(&s->lock);
+    return 0;
 }
 
 /*
@@ -1168,8 +1171,8 @@ int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
     if (s->hold_fd >= 0)
         close(s->hold_fd);
     s->hold_fd = -1;
-    if (!(s->opts.flags & ZBUF_SOCK_KEEP_FD))
-        close(s->fd);
+    if (!(s->opts.flags & ZBUF_SOCK_KEEP_FD) && !s->fd_stale)
+        close(s->fd); /* never a number zbuf_sock_forget_fd() gave up */
     pthread_mutex_unlock(&s->lock);
     zbuf__sock_retire(s);
     return ret;

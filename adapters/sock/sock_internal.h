@@ -106,10 +106,6 @@ ZBUF__SOCK_HIDDEN void zbuf__sock_thread_detach(struct zbuf_sock *s);
  * thread can no longer see it. */
 ZBUF__SOCK_HIDDEN void zbuf__sock_retire(struct zbuf_sock *s);
 
-/* The program closed the descriptor a HOLD_FD handle borrows: from now on
- * the handle touches only its duplicate (VxWorks layer). */
-ZBUF__SOCK_HIDDEN void zbuf__sock_forget_fd(struct zbuf_sock *s);
-
 /* Monotonic milliseconds. */
 ZBUF__SOCK_HIDDEN int64_t zbuf__sock_now_ms(void);
 
