@@ -60,7 +60,7 @@
 /* Largest record count zbuf_sock_open() accepts. */
 #define ZS_MAX_OUTSTANDING 65536u
 
-int64_t zbuf__sock_now_ms(void)
+static int64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -999,6 +999,64 @@ ssize_t zbuf_sock_recvfrom(int fd, zbuf_pool_t *pool, size_t max, int flags, zbu
 
 /* --------------------------------------------------------------- handles */
 
+static void sock_free(struct zbuf_sock *s)
+{
+    pthread_mutex_destroy(&s->send_lock);
+    pthread_mutex_destroy(&s->lock);
+    free(s->ring);
+    free(s);
+}
+
+/*
+ * ZBUF_SOCK_THREAD: the handle is watched by the completion watcher
+ * (thread.c, watch.h), which runs zbuf_sock_complete() when the socket's
+ * error queue has notifications, so that release callbacks run even when
+ * the program never calls back.  The watch also counts the references to
+ * the handle: the owner's, and one per watcher batch that names it.
+ *
+ * Handles with ZBUF_SOCK_HOLD_FD keep a duplicate descriptor while sends
+ * are outstanding (see sock.h).  If the program has closed its own
+ * descriptor and the completions stop coming (a peer that never reads),
+ * the watcher's tick aborts the connection after ZS_ORPHAN_MS, so that the
+ * kernel lets go of the pages and the hold ends: a bounded deferred close.
+ */
+#define ZS_ORPHAN_MS 10000
+
+static void watch_on_error(void *ctx)
+{
+    zbuf_sock_complete(ctx);
+}
+
+/* Under the watcher's lock.  Whether the handle holds a duplicate (and so
+ * wants further ticks). */
+static bool watch_on_tick(void *ctx, int64_t now)
+{
+    struct zbuf_sock *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    bool held = s->hold_fd >= 0 && !s->fd_gone;
+    if (held) {
+        struct stat a, b;
+        bool same = !s->fd_stale && fstat(s->fd, &a) == 0 && fstat(s->hold_fd, &b) == 0 &&
+                    a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        if (same) {
+            s->orphan_since = 0;
+        } else if (s->orphan_since == 0) {
+            s->orphan_since = now;
+        } else if (now - s->orphan_since >= ZS_ORPHAN_MS) {
+            struct sockaddr sa = { .sa_family = AF_UNSPEC };
+            connect(s->hold_fd, &sa, sizeof sa); /* completions follow */
+            s->orphan_since = now;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return held;
+}
+
+static void watch_on_free(void *ctx)
+{
+    sock_free(ctx);
+}
+
 void zbuf_sock_opts_init(zbuf_sock_opts_t *o)
 {
     if (o == NULL)
@@ -1048,7 +1106,7 @@ int zbuf_sock_open(int fd, const zbuf_sock_opts_t *o, zbuf_sock_t **out)
     if (s->opts.flags & ZBUF_SOCK_HOLD_FD)
         s->opts.flags |= ZBUF_SOCK_KEEP_FD;
     s->hold_fd = -1;
-    atomic_init(&s->refs, 1);
+    zbuf__watch_init(&s->watch, fd, s, watch_on_error, watch_on_tick, watch_on_free);
     pthread_mutex_init(&s->send_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
 
@@ -1061,9 +1119,9 @@ int zbuf_sock_open(int fd, const zbuf_sock_opts_t *o, zbuf_sock_t **out)
             s->zc_capable = s->zc_on = true;
     }
     if (o->flags & ZBUF_SOCK_THREAD) {
-        int e = zbuf__sock_thread_attach(s);
+        int e = zbuf__watch_add(&s->watch);
         if (e != 0) {
-            zbuf__sock_free(s);
+            sock_free(s);
             return e;
         }
     }
@@ -1090,7 +1148,7 @@ int zbuf_sock_flush(zbuf_sock_t *s, int timeout_ms)
 {
     if (s == NULL)
         return -EINVAL;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : zbuf__sock_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
     for (;;) {
         zbuf_sock_complete(s);
         pthread_mutex_lock(&s->lock);
@@ -1099,7 +1157,7 @@ int zbuf_sock_flush(zbuf_sock_t *s, int timeout_ms)
         pthread_mutex_unlock(&s->lock);
         if (left == 0)
             return 0;
-        int64_t now = zbuf__sock_now_ms();
+        int64_t now = now_ms();
         if (now >= deadline || efd < 0)
             return -ETIMEDOUT;
         int wait = deadline - now < 10 ? (int)(deadline - now) : 10;
@@ -1111,20 +1169,6 @@ int zbuf_sock_flush(zbuf_sock_t *s, int timeout_ms)
             nanosleep(&ms, NULL);
         }
     }
-}
-
-void zbuf__sock_free(struct zbuf_sock *s)
-{
-    pthread_mutex_destroy(&s->send_lock);
-    pthread_mutex_destroy(&s->lock);
-    free(s->ring);
-    free(s);
-}
-
-void zbuf__sock_unref(struct zbuf_sock *s)
-{
-    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
-        zbuf__sock_free(s);
 }
 
 int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
@@ -1151,8 +1195,10 @@ int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
     }
     /* Unregister while the descriptor is still ours, so that the thread's
      * epoll set never holds a number another socket may get next. */
-    if (s->attached)
-        zbuf__sock_thread_detach(s);
+    pthread_mutex_lock(&s->lock);
+    bool fd_valid = !s->fd_stale; /* a forgotten number may be another file's now */
+    pthread_mutex_unlock(&s->lock);
+    zbuf__watch_remove(&s->watch, fd_valid);
     pthread_mutex_lock(&s->lock);
     if (ret == -ETIMEDOUT) {
         /* Step 3: abandon what the kernel may still read.  The record zbufs
@@ -1174,6 +1220,6 @@ int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
     if (!(s->opts.flags & ZBUF_SOCK_KEEP_FD) && !s->fd_stale)
         close(s->fd); /* never a number zbuf_sock_forget_fd() gave up */
     pthread_mutex_unlock(&s->lock);
-    zbuf__sock_retire(s);
+    zbuf__watch_retire(&s->watch);
     return ret;
 }

@@ -28,8 +28,12 @@
 
 #if defined(__GNUC__)
 #define VX_LIKELY(x) __builtin_expect(!!(x), 1)
+/* The careful paths stay out of line, so that the fast path of a routine
+ * saves no registers it does not use. */
+#define VX_SLOW __attribute__((noinline, cold))
 #else
 #define VX_LIKELY(x) (x)
+#define VX_SLOW
 #endif
 
 /* The free routine as this layer calls it; see zbufInsertBuf() in the header
@@ -38,13 +42,13 @@ typedef void (*vx_free_rtn)(caddr_t buf, intptr_t free_arg);
 
 /* --------------------------------------------------------------- helpers */
 
-static int vx_fail(int neg_err)
+VX_SLOW static int vx_fail(int neg_err)
 {
     errno = -neg_err;
     return ERROR;
 }
 
-static void *vx_fail_null(int neg_err)
+VX_SLOW static void *vx_fail_null(int neg_err)
 {
     errno = -neg_err;
     return NULL;
@@ -109,6 +113,16 @@ static inline int vx_where(ZBUF_ID z, ZBUF_SEG seg, int offset, bool point, size
     int err = point ? vx_locate(z, seg, offset, abs) : vx_locate_byte(z, seg, offset, abs);
     *len = zbuf_length(z);
     return err;
+}
+
+/* Whether (seg, offset) is the plain form: no segment, an offset from the
+ * start.  Then a core call given `offset` checks the location itself, and
+ * one that fails with -ERANGE sends the routine down its careful path
+ * (the core changed nothing), which also gives VxWorks' "to the end"
+ * meaning to an overlong length. */
+static inline bool vx_plain(ZBUF_SEG seg, int offset)
+{
+    return seg == NULL && offset >= 0 && offset != ZBUF_END;
 }
 
 /* A VxWorks length from byte `abs` of a zbuf of `total` bytes, as a count:
@@ -196,7 +210,9 @@ ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t bu
 
 /* -------------------------------------------------------------- copy out */
 
-int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
+/* zbufExtractCopy() with every check, for any location. */
+VX_SLOW static int vx_extract_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
+                                   int len)
 {
     size_t abs, total, n;
     ssize_t got;
@@ -216,25 +232,53 @@ int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, i
     return got >= 0 ? (int)got : vx_fail((int)got);
 }
 
+int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
+{
+    /* Fast path: len > 0 bytes inside the zbuf, one core call. */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len > 0 && buf != NULL)) {
+        ssize_t got = zbuf_copyout(zbufId, (size_t)offset, buf, (size_t)len);
+        if (VX_LIKELY(got >= 0))
+            return (int)got;
+        if (got != -ERANGE)
+            return vx_fail((int)got);
+    }
+    return vx_extract_slow(zbufId, zbufSeg, offset, buf, len);
+}
+
 /* --------------------------------------------------------- rearranging */
 
-ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+/* zbufCut() with every check, for any location. */
+VX_SLOW static ZBUF_SEG vx_cut_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_seg_t *after;
     size_t abs, total;
     int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
 
-    if (err != 0)
-        return vx_fail_null(err);
-    if (len == 0)
-        return vx_fail_null(-EINVAL);
-    err = zbuf_cut(zbufId, abs, vx_count(total, abs, len), &after);
+    if (err == 0 && len == 0)
+        err = -EINVAL;
+    if (err == 0)
+        err = zbuf_cut(zbufId, abs, vx_count(total, abs, len), &after);
     if (err != 0)
         return vx_fail_null(err);
     return after != NULL ? after : ZBUF_NONE;
 }
 
-ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
+ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+{
+    /* Fast path: len > 0 bytes inside the zbuf, one core call. */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len > 0)) {
+        zbuf_seg_t *after;
+        int err = zbuf_cut(zbufId, (size_t)offset, (size_t)len, &after);
+        if (VX_LIKELY(err == 0))
+            return after != NULL ? after : ZBUF_NONE;
+        if (err != -ERANGE)
+            return vx_fail_null(err);
+    }
+    return vx_cut_slow(zbufId, zbufSeg, offset, len);
+}
+
+/* zbufSplit() with every check, for any location. */
+VX_SLOW static ZBUF_ID vx_split_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
 {
     zbuf_t *tail;
     size_t abs, total;
@@ -245,18 +289,49 @@ ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
     return err == 0 ? tail : vx_fail_null(err);
 }
 
-ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
+{
+    /* Fast path: a byte inside the zbuf (the core would also split at the
+     * end, which VxWorks calls out of range). */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && (size_t)offset < zbuf_length(zbufId))) {
+        zbuf_t *tail;
+        int err = zbuf_split(zbufId, (size_t)offset, &tail);
+        return VX_LIKELY(err == 0) ? tail : vx_fail_null(err);
+    }
+    return vx_split_slow(zbufId, zbufSeg, offset);
+}
+
+/* zbufDup() with every check, for any location. */
+VX_SLOW static ZBUF_ID vx_dup_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_t *dup;
     size_t abs, total;
     int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
 
-    if (err != 0)
-        return vx_fail_null(err);
-    if (len == 0)
-        return vx_fail_null(-EINVAL);
-    err = zbuf_dup(zbufId, abs, vx_count(total, abs, len), &dup);
+    if (err == 0 && len == 0)
+        err = -EINVAL;
+    if (err == 0)
+        err = zbuf_dup(zbufId, abs, vx_count(total, abs, len), &dup);
     return err == 0 ? dup : vx_fail_null(err);
+}
+
+ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+{
+    /* Fast path: a byte inside the zbuf and len bytes from it, or to the
+     * end (which needs the length: "to the end" of an empty zbuf is ERANGE
+     * here and an empty dup in the core). */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0)) {
+        size_t total = len < 0 ? zbuf_length(zbufId) : (size_t)offset + (size_t)len;
+        if (VX_LIKELY((size_t)offset < total)) {
+            zbuf_t *dup;
+            int err = zbuf_dup(zbufId, (size_t)offset, (size_t)(total - (size_t)offset), &dup);
+            if (VX_LIKELY(err == 0))
+                return dup;
+            if (err != -ERANGE)
+                return vx_fail_null(err);
+        }
+    }
+    return vx_dup_slow(zbufId, zbufSeg, offset, len);
 }
 
 int zbufLength(ZBUF_ID zbufId)
