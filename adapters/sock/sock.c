@@ -603,6 +603,163 @@ static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
     return (ssize_t)total;
 }
 
+/* One sendmmsg() worth of datagrams being sent by dgram_batch(). */
+struct dgram_run {
+    struct iovec iov[ZS_IOV_MAX];
+    struct mmsghdr mm[ZS_BATCH];
+    zbuf_t *recs[ZS_BATCH]; /* zero copy: what the kernel may still read */
+    size_t lens[ZS_BATCH];
+    unsigned k;             /* datagrams in the run */
+    void *bounce;           /* the one copied datagram, if any */
+    bool want_zc;           /* every datagram of the run reaches the threshold */
+    bool zc;                /* the run is sent with MSG_ZEROCOPY */
+};
+
+/* Gather into `run` consecutive datagrams of msgs[0..n) that fit and share
+ * one zero-copy choice.  0, or a negative errno about msgs[0]. */
+static int dgram_gather(struct zbuf_sock *s, zbuf_sock_msg_t *msgs, unsigned n,
+                        struct dgram_run *run)
+{
+    unsigned used = 0;
+    run->k = 0;
+    run->bounce = NULL;
+    run->want_zc = false;
+    while (run->k < n && run->k < ZS_BATCH) {
+        zbuf_sock_msg_t *m = &msgs[run->k];
+        if (!zbuf_valid(m->z))
+            return -EINVAL;
+        size_t len = zbuf_length(m->z), bytes = 0;
+        int cnt = 0;
+        if (len > 0) {
+            if (used == ZS_IOV_MAX)
+                break;
+            cnt = zbuf_iovec(m->z, 0, ZBUF_TO_END, run->iov + used, (int)(ZS_IOV_MAX - used),
+                             &bytes);
+        }
+        if (bytes < len) {
+            if (run->k > 0)
+                break; /* send what we have; this one goes alone */
+            /* File segments or too many segments: one bounce copy. */
+            run->bounce = malloc(len);
+            if (run->bounce == NULL)
+                return -ENOMEM;
+            ssize_t c = zbuf_copyout(m->z, 0, run->bounce, len);
+            if (c < 0) {
+                free(run->bounce);
+                run->bounce = NULL;
+                return (int)c;
+            }
+            run->iov[0] = (struct iovec){ .iov_base = run->bounce, .iov_len = len };
+            cnt = 1;
+        }
+        bool zc_here = run->bounce == NULL && s != NULL && s->zc_capable &&
+                       len >= s->opts.zerocopy_min && len > 0;
+        if (run->k > 0 && zc_here != run->want_zc)
+            break;
+        run->want_zc = zc_here;
+        run->mm[run->k].msg_hdr = (struct msghdr){
+            .msg_name = m->addrlen ? &m->addr : NULL,
+            .msg_namelen = m->addrlen,
+            .msg_iov = run->iov + used,
+            .msg_iovlen = (size_t)cnt,
+        };
+        run->mm[run->k].msg_len = 0;
+        run->lens[run->k] = len;
+        used += (unsigned)cnt;
+        run->k++;
+        if (run->bounce != NULL)
+            break;
+    }
+    return 0;
+}
+
+/* Decide zero copy for the run: reserve its records and take a dup of each
+ * datagram for the kernel to read from.  Sets run->zc. */
+static void dgram_zc_prepare(struct zbuf_sock *s, zbuf_sock_msg_t *msgs, struct dgram_run *run)
+{
+    size_t minlen = SIZE_MAX;
+    for (unsigned i = 0; i < run->k; i++)
+        minlen = run->lens[i] < minlen ? run->lens[i] : minlen;
+    run->zc = run->want_zc && zc_begin(s, run->k, minlen);
+    if (!run->zc)
+        return;
+    for (unsigned i = 0; i < run->k; i++) {
+        if (zbuf_dup(msgs[i].z, 0, ZBUF_TO_END, &run->recs[i]) != 0) {
+            while (i > 0)
+                zbuf_delete(run->recs[--i]);
+            zc_unreserve(s);
+            run->zc = false;
+            return;
+        }
+    }
+}
+
+/* sendmmsg() the run, retrying EINTR, and without zero copy after
+ * ENOBUFS.  Datagrams sent, or a negative errno. */
+static int dgram_sendmmsg(struct zbuf_sock *s, int fd, struct dgram_run *run, int flags)
+{
+    int r;
+    for (;;) {
+        r = sendmmsg(fd, run->mm, run->k, flags | (run->zc ? MSG_ZEROCOPY : 0));
+        if (r >= 0)
+            break;
+        int e = errno;
+        if (e == EINTR)
+            continue;
+        if (run->zc) {
+            if (e == ENOBUFS)
+                zc_enobufs(s);
+            else
+                zc_unreserve(s);
+            for (unsigned i = 0; i < run->k; i++)
+                zbuf_delete(run->recs[i]);
+            run->zc = false;
+            if (e == ENOBUFS)
+                continue;
+        }
+        r = -e;
+        break;
+    }
+    free(run->bounce);
+    run->bounce = NULL;
+    return r;
+}
+
+/* The first `sent` datagrams of the run left: empty them, record or
+ * release their bytes and tell the events; drop the records of the rest. */
+static void dgram_finish(struct zbuf_sock *s, zbuf_sock_msg_t *msgs, struct dgram_run *run,
+                         unsigned sent)
+{
+    for (unsigned i = 0; i < sent; i++) {
+        zbuf_t *z = msgs[i].z;
+        size_t len = run->lens[i];
+        uint64_t seq = s ? next_seq(s, len, false) : 0;
+        emit(s, ZBUF_SOCK_ACCEPTED, seq, len, run->zc, false);
+        if (run->zc) {
+            bool copied = false;
+            pthread_mutex_lock(&s->lock);
+            bool early = zc_finish_one(s, run->recs[i], seq, len, &copied);
+            pthread_mutex_unlock(&s->lock);
+            if (len > 0)
+                zbuf_cut(z, 0, ZBUF_TO_END, NULL);
+            if (early) {
+                zbuf_delete(run->recs[i]);
+                emit(s, ZBUF_SOCK_RELEASED, seq, len, true, copied);
+            }
+        } else {
+            if (len > 0)
+                zbuf_cut(z, 0, ZBUF_TO_END, NULL);
+            emit(s, ZBUF_SOCK_RELEASED, seq, len, false, true);
+        }
+    }
+    if (run->zc) {
+        for (unsigned i = sent; i < run->k; i++)
+            zbuf_delete(run->recs[i]);
+        if (sent < run->k)
+            zc_unreserve(s);
+    }
+}
+
 /*
  * A batch of datagrams: msgs[0..n).  Each is sent whole; zero copy is asked
  * for runs of datagrams that all reach the threshold.  Returns the number
@@ -610,136 +767,23 @@ static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
  */
 static int dgram_batch(struct zbuf_sock *s, int fd, zbuf_sock_msg_t *msgs, unsigned n, int flags)
 {
-    struct iovec iov[ZS_IOV_MAX];
-    struct mmsghdr mm[ZS_BATCH];
-    zbuf_t *recs[ZS_BATCH];
-    size_t lens[ZS_BATCH];
+    struct dgram_run run;
     unsigned done = 0;
     flags |= MSG_NOSIGNAL;
 
     while (done < n) {
-        unsigned k = 0, used = 0;
-        void *bounce = NULL;
-        bool want_zc = false;
-        /* Gather consecutive datagrams that fit and share one zero-copy choice. */
-        while (done + k < n && k < ZS_BATCH) {
-            zbuf_sock_msg_t *m = &msgs[done + k];
-            if (!zbuf_valid(m->z))
-                return done > 0 ? (int)done : -EINVAL;
-            size_t len = zbuf_length(m->z), bytes = 0;
-            int cnt = 0;
-            if (len > 0) {
-                if (used == ZS_IOV_MAX)
-                    break;
-                cnt = zbuf_iovec(m->z, 0, ZBUF_TO_END, iov + used, (int)(ZS_IOV_MAX - used),
-                                 &bytes);
-            }
-            if (bytes < len) {
-                if (k > 0)
-                    break; /* send what we have; this one goes alone */
-                /* File segments or too many segments: one bounce copy. */
-                bounce = malloc(len);
-                if (bounce == NULL)
-                    return done > 0 ? (int)done : -ENOMEM;
-                ssize_t c = zbuf_copyout(m->z, 0, bounce, len);
-                if (c < 0) {
-                    free(bounce);
-                    return done > 0 ? (int)done : (int)c;
-                }
-                iov[0] = (struct iovec){ .iov_base = bounce, .iov_len = len };
-                cnt = 1;
-            }
-            bool zc_here = bounce == NULL && s != NULL && s->zc_capable &&
-                           len >= s->opts.zerocopy_min && len > 0;
-            if (k > 0 && zc_here != want_zc)
-                break;
-            want_zc = zc_here;
-            mm[k].msg_hdr = (struct msghdr){
-                .msg_name = m->addrlen ? &m->addr : NULL,
-                .msg_namelen = m->addrlen,
-                .msg_iov = iov + used,
-                .msg_iovlen = (size_t)cnt,
-            };
-            mm[k].msg_len = 0;
-            lens[k] = len;
-            used += (unsigned)cnt;
-            k++;
-            if (bounce != NULL)
-                break;
-        }
-        if (k == 0)
-            return done > 0 ? (int)done : -EINVAL; /* cannot happen: one always fits */
-
-        size_t minlen = SIZE_MAX;
-        for (unsigned i = 0; i < k; i++)
-            minlen = lens[i] < minlen ? lens[i] : minlen;
-        bool zc = want_zc && zc_begin(s, k, minlen);
-        if (zc) {
-            for (unsigned i = 0; i < k; i++) {
-                if (zbuf_dup(msgs[done + i].z, 0, ZBUF_TO_END, &recs[i]) != 0) {
-                    while (i > 0)
-                        zbuf_delete(recs[--i]);
-                    zc_unreserve(s);
-                    zc = false;
-                    break;
-                }
-            }
-        }
-
-        int r;
-        for (;;) {
-            r = sendmmsg(fd, mm, k, flags | (zc ? MSG_ZEROCOPY : 0));
-            if (r >= 0)
-                break;
-            int e = errno;
-            if (e == EINTR)
-                continue;
-            if (zc) {
-                if (e == ENOBUFS)
-                    zc_enobufs(s);
-                else
-                    zc_unreserve(s);
-                for (unsigned i = 0; i < k; i++)
-                    zbuf_delete(recs[i]);
-                zc = false;
-                if (e == ENOBUFS)
-                    continue;
-            }
-            free(bounce);
-            return done > 0 ? (int)done : -e;
-        }
-        free(bounce);
-
-        for (unsigned i = 0; i < (unsigned)r; i++) {
-            zbuf_t *z = msgs[done + i].z;
-            size_t len = lens[i];
-            uint64_t seq = s ? next_seq(s, len, false) : 0;
-            emit(s, ZBUF_SOCK_ACCEPTED, seq, len, zc, false);
-            if (zc) {
-                bool copied = false;
-                pthread_mutex_lock(&s->lock);
-                bool early = zc_finish_one(s, recs[i], seq, len, &copied);
-                pthread_mutex_unlock(&s->lock);
-                if (len > 0)
-                    zbuf_cut(z, 0, ZBUF_TO_END, NULL);
-                if (early) {
-                    zbuf_delete(recs[i]);
-                    emit(s, ZBUF_SOCK_RELEASED, seq, len, true, copied);
-                }
-            } else {
-                if (len > 0)
-                    zbuf_cut(z, 0, ZBUF_TO_END, NULL);
-                emit(s, ZBUF_SOCK_RELEASED, seq, len, false, true);
-            }
-        }
-        if (zc) {
-            for (unsigned i = (unsigned)r; i < k; i++)
-                zbuf_delete(recs[i]);
-            if ((unsigned)r < k)
-                zc_unreserve(s);
-        }
+        int r = dgram_gather(s, msgs + done, n - done, &run);
+        if (r == 0 && run.k == 0)
+            r = -EINVAL; /* cannot happen: one always fits */
+        if (r < 0)
+            return done > 0 ? (int)done : r;
+        dgram_zc_prepare(s, msgs + done, &run);
+        r = dgram_sendmmsg(s, fd, &run, flags);
+        if (r < 0)
+            return done > 0 ? (int)done : r;
+        dgram_finish(s, msgs + done, &run, (unsigned)r);
         done += (unsigned)r;
-        if ((unsigned)r < k)
+        if ((unsigned)r < run.k)
             break; /* the kernel stopped: would block, or an error it will report next */
     }
     return (int)done;
