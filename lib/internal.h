@@ -186,18 +186,6 @@ struct zbuf {
     struct zbuf_buf *rsv_buf;
 };
 
-/* Core operations whose arguments the caller has checked (the public
- * functions of zbuf.c check and call them; so does the VxWorks layer, which
- * checks its own way).  Ranges lie inside the zbuf and lengths are counts,
- * not ZBUF_TO_END (and not 0 for zbuf__cut()); NULL or -ENOMEM: nothing
- * changed. */
-ZBUF__HIDDEN int zbuf__delete(struct zbuf *z); /* 0, which is OK */
-ZBUF__HIDDEN struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len);
-ZBUF__HIDDEN struct zbuf *zbuf__split(struct zbuf *z, size_t off);
-ZBUF__HIDDEN int zbuf__cut(struct zbuf *z, size_t off, size_t len, struct zbuf_seg **after);
-/* Copies and counts the copy; 0 or -EIO. */
-ZBUF__HIDDEN int zbuf__copyout(const struct zbuf *z, size_t off, void *dst, size_t len);
-
 static inline uint8_t *zbuf__seg_ptr(const struct zbuf_seg *s)
 {
     return s->buf->base + s->off;

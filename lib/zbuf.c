@@ -289,12 +289,6 @@ static inline void delete_checked(struct zbuf *z)
     zbuf__hdr_free(z);
 }
 
-int zbuf__delete(struct zbuf *z)
-{
-    delete_checked(z);
-    return 0;
-}
-
 int zbuf_delete(zbuf_t *z)
 {
     if (z == NULL)
@@ -474,11 +468,6 @@ static inline int copyout_checked(const struct zbuf *z, size_t off, void *dst, s
     return rc;
 }
 
-int zbuf__copyout(const struct zbuf *z, size_t off, void *dst, size_t len)
-{
-    return copyout_checked(z, off, dst, len);
-}
-
 ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
 {
     if (!zbuf__valid(z))
@@ -584,16 +573,11 @@ static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t 
     d->nsegs = nsegs;
     d->len = total - len;
     if (len > 0) {
-        zbuf__delete(d); /* drops only the references d took: z keeps its own */
+        delete_checked(d); /* drops only the references d took: z keeps its own */
         return NULL;
     }
     ZBUF__CHECKED(d);
     return d;
-}
-
-struct zbuf *zbuf__dup(const struct zbuf *z, size_t off, size_t len)
-{
-    return dup_checked(z, off, len);
 }
 
 int zbuf_dup(const zbuf_t *z, size_t off, size_t len, zbuf_t **out)
@@ -632,11 +616,6 @@ static inline struct zbuf *split_checked(struct zbuf *z, size_t off, bool tail_s
     ZBUF__CHECKED(z);
     ZBUF__CHECKED(n);
     return n;
-}
-
-struct zbuf *zbuf__split(struct zbuf *z, size_t off)
-{
-    return split_checked(z, off, true);
 }
 
 static int split(zbuf_t *z, size_t off, zbuf_t **out, bool tail_side)
@@ -735,11 +714,6 @@ static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t
     ZBUF__CHECKED(z);
     bury(dead);
     return 0;
-}
-
-int zbuf__cut(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
-{
-    return cut_checked(z, off, len, after);
 }
 
 int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)

@@ -14,7 +14,8 @@
  * The cases: the owner thread exits while other threads hold references;
  * the last reference dropped on a thread that is not the owner, in either
  * order and racing; pool buffers taken on one thread and returned on others;
- * the free routine of a VxWorks zbuf; the owner counting on while other
+ * two-word release callbacks (the VxWorks layer's free routines have their
+ * own test in adapters/vxworks/test/test_threads.c); the owner counting on while other
  * threads force the conversion; the differential model (test/model.c) with
  * its steps run on changing threads; and fork() while another thread is in
  * the middle of a count update.
@@ -31,8 +32,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <zbuf/vxworks.h>
 
 #include "internal.h"
 #include "support.h"
@@ -449,66 +448,59 @@ HANDOVER_TEST(pool_buffer_shared_by_two_threads_returns_once)
     zbuf_pool_delete(c.pool);
 }
 
-/* ============================================ VxWorks free routines */
+/* =========================================== two-word release callbacks */
 
-struct vx_case {
+/* The callback shape of zbuf_insert_buf2() (what the VxWorks free routines
+ * of adapters/vxworks ride on; their own test is there). */
+struct w2_case {
     char buf[300];
     atomic_int runs, bad, thread, inside;
-    ZBUF_ID z[3];
+    zbuf_t *z[2];
     pthread_barrier_t b;
 };
 
-static void vx_free(caddr_t buf, intptr_t arg)
+static void w2_release(void *data, size_t size, void *arg, void *arg2)
 {
-    struct vx_case *c = (struct vx_case *)arg;
-    if (buf != c->buf)
+    struct w2_case *c = arg;
+    if (data != c->buf || size != sizeof c->buf || arg2 != (void *)c->buf)
         atomic_fetch_add(&c->bad, 1);
     atomic_store(&c->thread, tid);
     atomic_store(&c->inside, in_call);
     atomic_fetch_add(&c->runs, 1);
 }
 
-static void *vx_dropper(void *arg)
+static void *w2_dropper(void *arg)
 {
-    struct vx_case *c = arg;
+    struct w2_case *c = arg;
+    zbuf_t *d;
     tid = 2;
     pthread_barrier_wait(&c->b);
-    ZBUF_ID d = zbufDup(c->z[1], NULL, 10, 50);
-    T_CHECK(d != NULL, "zbufDup on another thread");
-    in_call = 1;
-    T_CHECK(zbufDelete(d) == OK, "zbufDelete");
-    in_call = 0;
+    T_OK(zbuf_dup(c->z[1], 10, 50, &d));
+    drop(d);
     pthread_barrier_wait(&c->b);
-    in_call = 1;
-    T_CHECK(zbufDelete(c->z[1]) == OK, "zbufDelete");
-    in_call = 0;
+    drop(c->z[1]);
     return NULL;
 }
 
-HANDOVER_TEST(vxworks_free_routine_runs_once_on_the_last_thread)
+HANDOVER_TEST(two_word_release_runs_once_on_the_last_thread)
 {
     zbuf__bias_set_share_credit(0);
     for (int r = 0; r < 50; r++) {
-        struct vx_case *c = calloc(1, sizeof *c);
+        struct w2_case *c = calloc(1, sizeof *c);
         T_OK(pthread_barrier_init(&c->b, NULL, 2));
         pthread_t th;
-        T_OK(pthread_create(&th, NULL, vx_dropper, c));
-        c->z[0] = zbufCreate();
-        T_CHECK(zbufInsertBuf(c->z[0], NULL, 0, c->buf, sizeof c->buf,
-                              (VOIDFUNCPTR)vx_free, (intptr_t)c) != NULL,
-                "zbufInsertBuf");
-        c->z[1] = zbufDup(c->z[0], NULL, 0, -1);
-        T_CHECK(c->z[1] != NULL, "zbufDup");
+        T_OK(pthread_create(&th, NULL, w2_dropper, c));
+        T_OK(zbuf_create(&c->z[0]));
+        T_OK(zbuf_insert_buf2(c->z[0], 0, c->buf, sizeof c->buf, w2_release, c, c->buf, NULL));
+        T_OK(zbuf_dup(c->z[0], 0, ZBUF_TO_END, &c->z[1]));
         pthread_barrier_wait(&c->b);
         pthread_barrier_wait(&c->b);
-        in_call = 1;
-        T_CHECK(zbufDelete(c->z[0]) == OK, "zbufDelete"); /* races with the other's */
-        in_call = 0;
+        drop(c->z[0]); /* races with the other's */
         T_OK(pthread_join(th, NULL));
-        T_CHECK(atomic_load(&c->runs) == 1, "round %d: the free routine ran %d times", r,
+        T_CHECK(atomic_load(&c->runs) == 1, "round %d: the callback ran %d times", r,
                 atomic_load(&c->runs));
         T_CHECK(atomic_load(&c->bad) == 0 && atomic_load(&c->inside) == 1,
-                "the free routine got a wrong address or ran outside zbufDelete");
+                "the callback got wrong arguments or ran outside zbuf_delete");
         pthread_barrier_destroy(&c->b);
         free(c);
     }
@@ -788,8 +780,8 @@ int main(void)
          pool_buffers_filled_on_one_thread_return_from_another},
         {"pool_buffer_shared_by_two_threads_returns_once",
          pool_buffer_shared_by_two_threads_returns_once},
-        {"vxworks_free_routine_runs_once_on_the_last_thread",
-         vxworks_free_routine_runs_once_on_the_last_thread},
+        {"two_word_release_runs_once_on_the_last_thread",
+         two_word_release_runs_once_on_the_last_thread},
         {"owner_keeps_counting_while_other_threads_convert",
          owner_keeps_counting_while_other_threads_convert},
         {"model_with_every_batch_on_a_new_thread", model_with_every_batch_on_a_new_thread},

@@ -60,7 +60,7 @@
 /* Largest record count zbuf_sock_open() accepts. */
 #define ZS_MAX_OUTSTANDING 65536u
 
-int64_t zbuf__sock_now_ms(void)
+static int64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -184,12 +184,15 @@ static int err_fd(const struct zbuf_sock *s)
     return s->fd_stale || s->fd_gone ? -1 : s->fd;
 }
 
-void zbuf__sock_forget_fd(struct zbuf_sock *s)
+int zbuf_sock_forget_fd(zbuf_sock_t *s)
 {
+    if (s == NULL)
+        return -EINVAL;
     pthread_mutex_lock(&s->lock);
     s->fd_stale = true;
     s->closing = true;
     pthread_mutex_unlock(&s->lock);
+    return 0;
 }
 
 /*
@@ -600,6 +603,163 @@ static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
     return (ssize_t)total;
 }
 
+/* One sendmmsg() worth of datagrams being sent by dgram_batch(). */
+struct dgram_run {
+    struct iovec iov[ZS_IOV_MAX];
+    struct mmsghdr mm[ZS_BATCH];
+    zbuf_t *recs[ZS_BATCH]; /* zero copy: what the kernel may still read */
+    size_t lens[ZS_BATCH];
+    unsigned k;             /* datagrams in the run */
+    void *bounce;           /* the one copied datagram, if any */
+    bool want_zc;           /* every datagram of the run reaches the threshold */
+    bool zc;                /* the run is sent with MSG_ZEROCOPY */
+};
+
+/* Gather into `run` consecutive datagrams of msgs[0..n) that fit and share
+ * one zero-copy choice.  0, or a negative errno about msgs[0]. */
+static int dgram_gather(struct zbuf_sock *s, zbuf_sock_msg_t *msgs, unsigned n,
+                        struct dgram_run *run)
+{
+    unsigned used = 0;
+    run->k = 0;
+    run->bounce = NULL;
+    run->want_zc = false;
+    while (run->k < n && run->k < ZS_BATCH) {
+        zbuf_sock_msg_t *m = &msgs[run->k];
+        if (!zbuf_valid(m->z))
+            return -EINVAL;
+        size_t len = zbuf_length(m->z), bytes = 0;
+        int cnt = 0;
+        if (len > 0) {
+            if (used == ZS_IOV_MAX)
+                break;
+            cnt = zbuf_iovec(m->z, 0, ZBUF_TO_END, run->iov + used, (int)(ZS_IOV_MAX - used),
+                             &bytes);
+        }
+        if (bytes < len) {
+            if (run->k > 0)
+                break; /* send what we have; this one goes alone */
+            /* File segments or too many segments: one bounce copy. */
+            run->bounce = malloc(len);
+            if (run->bounce == NULL)
+                return -ENOMEM;
+            ssize_t c = zbuf_copyout(m->z, 0, run->bounce, len);
+            if (c < 0) {
+                free(run->bounce);
+                run->bounce = NULL;
+                return (int)c;
+            }
+            run->iov[0] = (struct iovec){ .iov_base = run->bounce, .iov_len = len };
+            cnt = 1;
+        }
+        bool zc_here = run->bounce == NULL && s != NULL && s->zc_capable &&
+                       len >= s->opts.zerocopy_min && len > 0;
+        if (run->k > 0 && zc_here != run->want_zc)
+            break;
+        run->want_zc = zc_here;
+        run->mm[run->k].msg_hdr = (struct msghdr){
+            .msg_name = m->addrlen ? &m->addr : NULL,
+            .msg_namelen = m->addrlen,
+            .msg_iov = run->iov + used,
+            .msg_iovlen = (size_t)cnt,
+        };
+        run->mm[run->k].msg_len = 0;
+        run->lens[run->k] = len;
+        used += (unsigned)cnt;
+        run->k++;
+        if (run->bounce != NULL)
+            break;
+    }
+    return 0;
+}
+
+/* Decide zero copy for the run: reserve its records and take a dup of each
+ * datagram for the kernel to read from.  Sets run->zc. */
+static void dgram_zc_prepare(struct zbuf_sock *s, zbuf_sock_msg_t *msgs, struct dgram_run *run)
+{
+    size_t minlen = SIZE_MAX;
+    for (unsigned i = 0; i < run->k; i++)
+        minlen = run->lens[i] < minlen ? run->lens[i] : minlen;
+    run->zc = run->want_zc && zc_begin(s, run->k, minlen);
+    if (!run->zc)
+        return;
+    for (unsigned i = 0; i < run->k; i++) {
+        if (zbuf_dup(msgs[i].z, 0, ZBUF_TO_END, &run->recs[i]) != 0) {
+            while (i > 0)
+                zbuf_delete(run->recs[--i]);
+            zc_unreserve(s);
+            run->zc = false;
+            return;
+        }
+    }
+}
+
+/* sendmmsg() the run, retrying EINTR, and without zero copy after
+ * ENOBUFS.  Datagrams sent, or a negative errno. */
+static int dgram_sendmmsg(struct zbuf_sock *s, int fd, struct dgram_run *run, int flags)
+{
+    int r;
+    for (;;) {
+        r = sendmmsg(fd, run->mm, run->k, flags | (run->zc ? MSG_ZEROCOPY : 0));
+        if (r >= 0)
+            break;
+        int e = errno;
+        if (e == EINTR)
+            continue;
+        if (run->zc) {
+            if (e == ENOBUFS)
+                zc_enobufs(s);
+            else
+                zc_unreserve(s);
+            for (unsigned i = 0; i < run->k; i++)
+                zbuf_delete(run->recs[i]);
+            run->zc = false;
+            if (e == ENOBUFS)
+                continue;
+        }
+        r = -e;
+        break;
+    }
+    free(run->bounce);
+    run->bounce = NULL;
+    return r;
+}
+
+/* The first `sent` datagrams of the run left: empty them, record or
+ * release their bytes and tell the events; drop the records of the rest. */
+static void dgram_finish(struct zbuf_sock *s, zbuf_sock_msg_t *msgs, struct dgram_run *run,
+                         unsigned sent)
+{
+    for (unsigned i = 0; i < sent; i++) {
+        zbuf_t *z = msgs[i].z;
+        size_t len = run->lens[i];
+        uint64_t seq = s ? next_seq(s, len, false) : 0;
+        emit(s, ZBUF_SOCK_ACCEPTED, seq, len, run->zc, false);
+        if (run->zc) {
+            bool copied = false;
+            pthread_mutex_lock(&s->lock);
+            bool early = zc_finish_one(s, run->recs[i], seq, len, &copied);
+            pthread_mutex_unlock(&s->lock);
+            if (len > 0)
+                zbuf_cut(z, 0, ZBUF_TO_END, NULL);
+            if (early) {
+                zbuf_delete(run->recs[i]);
+                emit(s, ZBUF_SOCK_RELEASED, seq, len, true, copied);
+            }
+        } else {
+            if (len > 0)
+                zbuf_cut(z, 0, ZBUF_TO_END, NULL);
+            emit(s, ZBUF_SOCK_RELEASED, seq, len, false, true);
+        }
+    }
+    if (run->zc) {
+        for (unsigned i = sent; i < run->k; i++)
+            zbuf_delete(run->recs[i]);
+        if (sent < run->k)
+            zc_unreserve(s);
+    }
+}
+
 /*
  * A batch of datagrams: msgs[0..n).  Each is sent whole; zero copy is asked
  * for runs of datagrams that all reach the threshold.  Returns the number
@@ -607,136 +767,23 @@ static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
  */
 static int dgram_batch(struct zbuf_sock *s, int fd, zbuf_sock_msg_t *msgs, unsigned n, int flags)
 {
-    struct iovec iov[ZS_IOV_MAX];
-    struct mmsghdr mm[ZS_BATCH];
-    zbuf_t *recs[ZS_BATCH];
-    size_t lens[ZS_BATCH];
+    struct dgram_run run;
     unsigned done = 0;
     flags |= MSG_NOSIGNAL;
 
     while (done < n) {
-        unsigned k = 0, used = 0;
-        void *bounce = NULL;
-        bool want_zc = false;
-        /* Gather consecutive datagrams that fit and share one zero-copy choice. */
-        while (done + k < n && k < ZS_BATCH) {
-            zbuf_sock_msg_t *m = &msgs[done + k];
-            if (!zbuf_valid(m->z))
-                return done > 0 ? (int)done : -EINVAL;
-            size_t len = zbuf_length(m->z), bytes = 0;
-            int cnt = 0;
-            if (len > 0) {
-                if (used == ZS_IOV_MAX)
-                    break;
-                cnt = zbuf_iovec(m->z, 0, ZBUF_TO_END, iov + used, (int)(ZS_IOV_MAX - used),
-                                 &bytes);
-            }
-            if (bytes < len) {
-                if (k > 0)
-                    break; /* send what we have; this one goes alone */
-                /* File segments or too many segments: one bounce copy. */
-                bounce = malloc(len);
-                if (bounce == NULL)
-                    return done > 0 ? (int)done : -ENOMEM;
-                ssize_t c = zbuf_copyout(m->z, 0, bounce, len);
-                if (c < 0) {
-                    free(bounce);
-                    return done > 0 ? (int)done : (int)c;
-                }
-                iov[0] = (struct iovec){ .iov_base = bounce, .iov_len = len };
-                cnt = 1;
-            }
-            bool zc_here = bounce == NULL && s != NULL && s->zc_capable &&
-                           len >= s->opts.zerocopy_min && len > 0;
-            if (k > 0 && zc_here != want_zc)
-                break;
-            want_zc = zc_here;
-            mm[k].msg_hdr = (struct msghdr){
-                .msg_name = m->addrlen ? &m->addr : NULL,
-                .msg_namelen = m->addrlen,
-                .msg_iov = iov + used,
-                .msg_iovlen = (size_t)cnt,
-            };
-            mm[k].msg_len = 0;
-            lens[k] = len;
-            used += (unsigned)cnt;
-            k++;
-            if (bounce != NULL)
-                break;
-        }
-        if (k == 0)
-            return done > 0 ? (int)done : -EINVAL; /* cannot happen: one always fits */
-
-        size_t minlen = SIZE_MAX;
-        for (unsigned i = 0; i < k; i++)
-            minlen = lens[i] < minlen ? lens[i] : minlen;
-        bool zc = want_zc && zc_begin(s, k, minlen);
-        if (zc) {
-            for (unsigned i = 0; i < k; i++) {
-                if (zbuf_dup(msgs[done + i].z, 0, ZBUF_TO_END, &recs[i]) != 0) {
-                    while (i > 0)
-                        zbuf_delete(recs[--i]);
-                    zc_unreserve(s);
-                    zc = false;
-                    break;
-                }
-            }
-        }
-
-        int r;
-        for (;;) {
-            r = sendmmsg(fd, mm, k, flags | (zc ? MSG_ZEROCOPY : 0));
-            if (r >= 0)
-                break;
-            int e = errno;
-            if (e == EINTR)
-                continue;
-            if (zc) {
-                if (e == ENOBUFS)
-                    zc_enobufs(s);
-                else
-                    zc_unreserve(s);
-                for (unsigned i = 0; i < k; i++)
-                    zbuf_delete(recs[i]);
-                zc = false;
-                if (e == ENOBUFS)
-                    continue;
-            }
-            free(bounce);
-            return done > 0 ? (int)done : -e;
-        }
-        free(bounce);
-
-        for (unsigned i = 0; i < (unsigned)r; i++) {
-            zbuf_t *z = msgs[done + i].z;
-            size_t len = lens[i];
-            uint64_t seq = s ? next_seq(s, len, false) : 0;
-            emit(s, ZBUF_SOCK_ACCEPTED, seq, len, zc, false);
-            if (zc) {
-                bool copied = false;
-                pthread_mutex_lock(&s->lock);
-                bool early = zc_finish_one(s, recs[i], seq, len, &copied);
-                pthread_mutex_unlock(&s->lock);
-                if (len > 0)
-                    zbuf_cut(z, 0, ZBUF_TO_END, NULL);
-                if (early) {
-                    zbuf_delete(recs[i]);
-                    emit(s, ZBUF_SOCK_RELEASED, seq, len, true, copied);
-                }
-            } else {
-                if (len > 0)
-                    zbuf_cut(z, 0, ZBUF_TO_END, NULL);
-                emit(s, ZBUF_SOCK_RELEASED, seq, len, false, true);
-            }
-        }
-        if (zc) {
-            for (unsigned i = (unsigned)r; i < k; i++)
-                zbuf_delete(recs[i]);
-            if ((unsigned)r < k)
-                zc_unreserve(s);
-        }
+        int r = dgram_gather(s, msgs + done, n - done, &run);
+        if (r == 0 && run.k == 0)
+            r = -EINVAL; /* cannot happen: one always fits */
+        if (r < 0)
+            return done > 0 ? (int)done : r;
+        dgram_zc_prepare(s, msgs + done, &run);
+        r = dgram_sendmmsg(s, fd, &run, flags);
+        if (r < 0)
+            return done > 0 ? (int)done : r;
+        dgram_finish(s, msgs + done, &run, (unsigned)r);
         done += (unsigned)r;
-        if ((unsigned)r < k)
+        if ((unsigned)r < run.k)
             break; /* the kernel stopped: would block, or an error it will report next */
     }
     return (int)done;
@@ -996,6 +1043,64 @@ ssize_t zbuf_sock_recvfrom(int fd, zbuf_pool_t *pool, size_t max, int flags, zbu
 
 /* --------------------------------------------------------------- handles */
 
+static void sock_free(struct zbuf_sock *s)
+{
+    pthread_mutex_destroy(&s->send_lock);
+    pthread_mutex_destroy(&s->lock);
+    free(s->ring);
+    free(s);
+}
+
+/*
+ * ZBUF_SOCK_THREAD: the handle is watched by the completion watcher
+ * (thread.c, watch.h), which runs zbuf_sock_complete() when the socket's
+ * error queue has notifications, so that release callbacks run even when
+ * the program never calls back.  The watch also counts the references to
+ * the handle: the owner's, and one per watcher batch that names it.
+ *
+ * Handles with ZBUF_SOCK_HOLD_FD keep a duplicate descriptor while sends
+ * are outstanding (see sock.h).  If the program has closed its own
+ * descriptor and the completions stop coming (a peer that never reads),
+ * the watcher's tick aborts the connection after ZS_ORPHAN_MS, so that the
+ * kernel lets go of the pages and the hold ends: a bounded deferred close.
+ */
+#define ZS_ORPHAN_MS 10000
+
+static void watch_on_error(void *ctx)
+{
+    zbuf_sock_complete(ctx);
+}
+
+/* Under the watcher's lock.  Whether the handle holds a duplicate (and so
+ * wants further ticks). */
+static bool watch_on_tick(void *ctx, int64_t now)
+{
+    struct zbuf_sock *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    bool held = s->hold_fd >= 0 && !s->fd_gone;
+    if (held) {
+        struct stat a, b;
+        bool same = !s->fd_stale && fstat(s->fd, &a) == 0 && fstat(s->hold_fd, &b) == 0 &&
+                    a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        if (same) {
+            s->orphan_since = 0;
+        } else if (s->orphan_since == 0) {
+            s->orphan_since = now;
+        } else if (now - s->orphan_since >= ZS_ORPHAN_MS) {
+            struct sockaddr sa = { .sa_family = AF_UNSPEC };
+            connect(s->hold_fd, &sa, sizeof sa); /* completions follow */
+            s->orphan_since = now;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return held;
+}
+
+static void watch_on_free(void *ctx)
+{
+    sock_free(ctx);
+}
+
 void zbuf_sock_opts_init(zbuf_sock_opts_t *o)
 {
     if (o == NULL)
@@ -1045,7 +1150,7 @@ int zbuf_sock_open(int fd, const zbuf_sock_opts_t *o, zbuf_sock_t **out)
     if (s->opts.flags & ZBUF_SOCK_HOLD_FD)
         s->opts.flags |= ZBUF_SOCK_KEEP_FD;
     s->hold_fd = -1;
-    atomic_init(&s->refs, 1);
+    zbuf__watch_init(&s->watch, fd, s, watch_on_error, watch_on_tick, watch_on_free);
     pthread_mutex_init(&s->send_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
 
@@ -1058,9 +1163,9 @@ int zbuf_sock_open(int fd, const zbuf_sock_opts_t *o, zbuf_sock_t **out)
             s->zc_capable = s->zc_on = true;
     }
     if (o->flags & ZBUF_SOCK_THREAD) {
-        int e = zbuf__sock_thread_attach(s);
+        int e = zbuf__watch_add(&s->watch);
         if (e != 0) {
-            zbuf__sock_free(s);
+            sock_free(s);
             return e;
         }
     }
@@ -1087,7 +1192,7 @@ int zbuf_sock_flush(zbuf_sock_t *s, int timeout_ms)
 {
     if (s == NULL)
         return -EINVAL;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : zbuf__sock_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
     for (;;) {
         zbuf_sock_complete(s);
         pthread_mutex_lock(&s->lock);
@@ -1096,7 +1201,7 @@ int zbuf_sock_flush(zbuf_sock_t *s, int timeout_ms)
         pthread_mutex_unlock(&s->lock);
         if (left == 0)
             return 0;
-        int64_t now = zbuf__sock_now_ms();
+        int64_t now = now_ms();
         if (now >= deadline || efd < 0)
             return -ETIMEDOUT;
         int wait = deadline - now < 10 ? (int)(deadline - now) : 10;
@@ -1108,20 +1213,6 @@ int zbuf_sock_flush(zbuf_sock_t *s, int timeout_ms)
             nanosleep(&ms, NULL);
         }
     }
-}
-
-void zbuf__sock_free(struct zbuf_sock *s)
-{
-    pthread_mutex_destroy(&s->send_lock);
-    pthread_mutex_destroy(&s->lock);
-    free(s->ring);
-    free(s);
-}
-
-void zbuf__sock_unref(struct zbuf_sock *s)
-{
-    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
-        zbuf__sock_free(s);
 }
 
 int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
@@ -1148,8 +1239,10 @@ int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
     }
     /* Unregister while the descriptor is still ours, so that the thread's
      * epoll set never holds a number another socket may get next. */
-    if (s->attached)
-        zbuf__sock_thread_detach(s);
+    pthread_mutex_lock(&s->lock);
+    bool fd_valid = !s->fd_stale; /* a forgotten number may be another file's now */
+    pthread_mutex_unlock(&s->lock);
+    zbuf__watch_remove(&s->watch, fd_valid);
     pthread_mutex_lock(&s->lock);
     if (ret == -ETIMEDOUT) {
         /* Step 3: abandon what the kernel may still read.  The record zbufs
@@ -1168,9 +1261,9 @@ int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms)
     if (s->hold_fd >= 0)
         close(s->hold_fd);
     s->hold_fd = -1;
-    if (!(s->opts.flags & ZBUF_SOCK_KEEP_FD))
-        close(s->fd);
+    if (!(s->opts.flags & ZBUF_SOCK_KEEP_FD) && !s->fd_stale)
+        close(s->fd); /* never a number zbuf_sock_forget_fd() gave up */
     pthread_mutex_unlock(&s->lock);
-    zbuf__sock_retire(s);
+    zbuf__watch_retire(&s->watch);
     return ret;
 }

@@ -35,6 +35,8 @@
 
 #include <zbuf/sock.h>
 
+#include "watch.h"
+
 #define ZBUF__SOCK_HIDDEN __attribute__((visibility("hidden")))
 
 enum zbuf__zrec_state {
@@ -83,34 +85,9 @@ struct zbuf_sock {
     unsigned releasing;       /* completers releasing records outside the lock */
     zbuf_sock_stats_t st;
 
-    /* Completion-thread bookkeeping (thread.c), under its global lock. */
-    atomic_uint refs;         /* the owner's reference + one per thread batch */
-    bool attached;            /* registered with the completion thread */
-    bool detached;            /* unregistered: the thread must not pick it up */
-    struct zbuf_sock *next_att;   /* list of attached handles */
-    struct zbuf_sock *next_grave; /* detached, waiting for the thread's batch */
+    /* ZBUF_SOCK_THREAD: the completion watcher's entry (watch.h), which
+     * also counts the references to the handle. */
+    struct zbuf__watch watch;
 };
-
-/* Free a handle whose last reference went (sock.c). */
-ZBUF__SOCK_HIDDEN void zbuf__sock_free(struct zbuf_sock *s);
-/* Drop one reference; the last frees. */
-ZBUF__SOCK_HIDDEN void zbuf__sock_unref(struct zbuf_sock *s);
-
-/* Register / unregister a handle with the completion thread (thread.c).
- * attach starts the thread on first use; returns 0 or -errno. */
-ZBUF__SOCK_HIDDEN int zbuf__sock_thread_attach(struct zbuf_sock *s);
-/* Unregister (the descriptor must still be open): the thread picks the
- * handle up no more, though a batch in progress may still hold it. */
-ZBUF__SOCK_HIDDEN void zbuf__sock_thread_detach(struct zbuf_sock *s);
-/* Drop the owner's reference; the handle is freed once the completion
- * thread can no longer see it. */
-ZBUF__SOCK_HIDDEN void zbuf__sock_retire(struct zbuf_sock *s);
-
-/* The program closed the descriptor a HOLD_FD handle borrows: from now on
- * the handle touches only its duplicate (VxWorks layer). */
-ZBUF__SOCK_HIDDEN void zbuf__sock_forget_fd(struct zbuf_sock *s);
-
-/* Monotonic milliseconds. */
-ZBUF__SOCK_HIDDEN int64_t zbuf__sock_now_ms(void);
 
 #endif /* ZBUF_SOCK_INTERNAL_H */

@@ -1,142 +1,142 @@
 /*
- * The completion thread: one background thread per process, started on the
- * first handle opened with ZBUF_SOCK_THREAD and gone when the last one is
- * closed.  It waits on an epoll set for EPOLLERR (the socket's error queue
- * has notifications) and runs zbuf_sock_complete() for the handle, so that
- * release callbacks run even when the program never calls back, as under
- * VxWorks, whose network task called the free routines.
- *
- * Lifetime of a handle seen by the thread.  epoll_wait() hands out raw
- * pointers, possibly for a handle that is being closed.  So:
- * - every handle carries a reference count; its owner holds one;
- * - the thread, under the global lock, takes a reference to each handle of a
- *   batch that is not yet detached, and drops it after completing;
- * - closing a handle first detaches it (EPOLL_CTL_DEL, `detached`), then
- *   *retires* it: the owner's reference goes onto a grave list that the
- *   thread empties only after it has looked at the batch that may still
- *   name the handle.  A handle is thus freed only when no batch can reach it.
- *
- * Handles with ZBUF_SOCK_HOLD_FD keep a duplicate descriptor while sends
- * are outstanding (see sock.h).  If the program has closed its own
- * descriptor and the completions stop coming (a peer that never reads),
- * the thread aborts the connection after ZS_ORPHAN_MS, so that the kernel
- * lets go of the pages and the hold ends: a bounded deferred close.
+ * The completion watcher: one background thread per process, started with
+ * the first watch added and gone when the last one is removed.  It waits on
+ * an epoll set for EPOLLERR on each watched descriptor and runs the watch's
+ * on_error callback, and while any watch asks for it, calls every watch's
+ * on_tick once per ZBUF__WATCH_TICK_MS.  It knows descriptors, callbacks and
+ * reference counts only; see watch.h for the life of a watch.  The socket
+ * adapter uses it so that release callbacks run even when the program never
+ * calls back, as under VxWorks, whose network task called the free routines
+ * (sock.c holds that policy).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 
-#include "sock_internal.h"
+#include "watch.h"
 
-/* How long a held socket whose program descriptor is gone may wait for its
- * completions before the connection is aborted. */
-#define ZS_ORPHAN_MS 10000
-/* How often held sockets are looked at. */
-#define ZS_SCAN_MS 1000
+/* Watches handed to the callbacks per epoll_wait(). */
+#define WATCH_BATCH 64
 
 static struct {
     pthread_mutex_t lock;
-    bool running;             /* a thread exists (it clears this as it exits) */
-    int epfd, evfd;           /* its epoll set and wake-up eventfd */
-    unsigned users;           /* attached handles */
-    struct zbuf_sock *list;   /* attached handles */
-    struct zbuf_sock *grave;  /* retired handles awaiting the end of a batch */
+    bool running;               /* a thread exists (it clears this as it exits) */
+    int epfd, evfd;             /* its epoll set and wake-up eventfd */
+    unsigned users;             /* added watches */
+    struct zbuf__watch *list;   /* added watches */
+    struct zbuf__watch *grave;  /* retired watches awaiting the end of a batch */
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .evfd = -1 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void wake(void)
 {
     uint64_t one = 1;
     if (write(g.evfd, &one, sizeof one) < 0) {
         /* The counter cannot overflow in practice; a failed wake-up only
-         * delays freeing retired handles to the next event. */
+         * delays freeing retired watches to the next event. */
     }
 }
 
-/* Look at held sockets whose program descriptor is gone.  Under g.lock. */
-static bool scan_holds(int64_t now)
+void zbuf__watch_init(struct zbuf__watch *w, int fd, void *ctx, void (*on_error)(void *),
+                      bool (*on_tick)(void *, int64_t), void (*on_free)(void *))
+{
+    *w = (struct zbuf__watch){ .fd = fd, .ctx = ctx, .on_error = on_error,
+                               .on_tick = on_tick, .on_free = on_free };
+    atomic_init(&w->refs, 1);
+}
+
+void zbuf__watch_unref(struct zbuf__watch *w)
+{
+    if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1)
+        w->on_free(w->ctx);
+}
+
+/* Every watch's periodic look.  Under g.lock.  Whether any wants more. */
+static bool tick_all(int64_t now)
 {
     bool any = false;
-    for (struct zbuf_sock *s = g.list; s != NULL; s = s->next_att) {
-        pthread_mutex_lock(&s->lock);
-        if (s->hold_fd >= 0 && !s->fd_gone) {
+    for (struct zbuf__watch *w = g.list; w != NULL; w = w->next_added)
+        if (w->on_tick != NULL && w->on_tick(w->ctx, now))
             any = true;
-            struct stat a, b;
-            bool same = !s->fd_stale && fstat(s->fd, &a) == 0 && fstat(s->hold_fd, &b) == 0 &&
-                        a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-            if (same) {
-                s->orphan_since = 0;
-            } else if (s->orphan_since == 0) {
-                s->orphan_since = now;
-            } else if (now - s->orphan_since >= ZS_ORPHAN_MS) {
-                struct sockaddr sa = { .sa_family = AF_UNSPEC };
-                connect(s->hold_fd, &sa, sizeof sa); /* completions follow */
-                s->orphan_since = now;
-            }
-        }
-        pthread_mutex_unlock(&s->lock);
-    }
     return any;
 }
 
-static void *completion_thread(void *arg)
+/* Take a reference to each watch the events name that is not removed,
+ * draining the wake-up eventfd.  Under g.lock.  Returns the batch size. */
+static unsigned collect(const struct epoll_event *ev, int n, struct zbuf__watch **batch)
+{
+    unsigned k = 0;
+    for (int i = 0; i < n; i++) {
+        struct zbuf__watch *w = ev[i].data.ptr;
+        if (w == NULL) {
+            uint64_t v;
+            if (read(g.evfd, &v, sizeof v) < 0) {
+                /* EAGAIN: another wake-up already consumed it */
+            }
+            continue;
+        }
+        if (!w->removed) {
+            atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+            batch[k++] = w;
+        }
+    }
+    return k;
+}
+
+/* Close the set as the thread exits.  Under g.lock. */
+static void stop_locked(void)
+{
+    close(g.epfd);
+    close(g.evfd);
+    g.epfd = g.evfd = -1;
+    g.running = false;
+}
+
+static void *watcher_thread(void *arg)
 {
     (void)arg;
-    struct epoll_event ev[64];
-    struct zbuf_sock *batch[64];
+    struct epoll_event ev[WATCH_BATCH];
+    struct zbuf__watch *batch[WATCH_BATCH];
     int timeout = -1;
-    int64_t last_scan = zbuf__sock_now_ms();
+    int64_t last_tick = now_ms();
     for (;;) {
-        int n = epoll_wait(g.epfd, ev, 64, timeout);
-        unsigned k = 0;
+        int n = epoll_wait(g.epfd, ev, WATCH_BATCH, timeout);
         pthread_mutex_lock(&g.lock);
-        for (int i = 0; i < n; i++) {
-            if (ev[i].data.ptr == NULL) {
-                uint64_t v;
-                if (read(g.evfd, &v, sizeof v) < 0) {
-                    /* EAGAIN: another wake-up already consumed it */
-                }
-                continue;
-            }
-            struct zbuf_sock *s = ev[i].data.ptr;
-            if (!s->detached) {
-                atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
-                batch[k++] = s;
-            }
-        }
-        /* The batch has been looked at: retired handles are unreachable. */
-        struct zbuf_sock *grave = g.grave;
+        unsigned k = collect(ev, n, batch);
+        /* The batch has been looked at: retired watches are unreachable. */
+        struct zbuf__watch *grave = g.grave;
         g.grave = NULL;
-        int64_t now = zbuf__sock_now_ms();
-        if (now - last_scan >= ZS_SCAN_MS || n == 0) {
-            timeout = scan_holds(now) ? ZS_SCAN_MS : -1;
-            last_scan = now;
+        int64_t now = now_ms();
+        if (now - last_tick >= ZBUF__WATCH_TICK_MS || n == 0) {
+            timeout = tick_all(now) ? ZBUF__WATCH_TICK_MS : -1;
+            last_tick = now;
         } else if (timeout < 0) {
-            timeout = ZS_SCAN_MS; /* a hold may have appeared: look again soon */
+            timeout = ZBUF__WATCH_TICK_MS; /* a watch may want ticks now: look again soon */
         }
         bool exit_now = g.users == 0 && k == 0;
-        if (exit_now) {
-            close(g.epfd);
-            close(g.evfd);
-            g.epfd = g.evfd = -1;
-            g.running = false;
-        }
+        if (exit_now)
+            stop_locked();
         pthread_mutex_unlock(&g.lock);
 
         while (grave != NULL) {
-            struct zbuf_sock *next = grave->next_grave;
-            zbuf__sock_unref(grave);
+            struct zbuf__watch *next = grave->next_grave;
+            zbuf__watch_unref(grave);
             grave = next;
         }
         for (unsigned i = 0; i < k; i++) {
-            zbuf_sock_complete(batch[i]);
-            zbuf__sock_unref(batch[i]);
+            batch[i]->on_error(batch[i]->ctx);
+            zbuf__watch_unref(batch[i]);
         }
         if (exit_now)
             return NULL;
@@ -162,7 +162,7 @@ static int start_locked(void)
     pthread_t tid;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    int r = pthread_create(&tid, &a, completion_thread, NULL);
+    int r = pthread_create(&tid, &a, watcher_thread, NULL);
     pthread_attr_destroy(&a);
     if (r != 0) {
         close(g.epfd);
@@ -175,64 +175,59 @@ static int start_locked(void)
     return 0;
 }
 
-int zbuf__sock_thread_attach(struct zbuf_sock *s)
+int zbuf__watch_add(struct zbuf__watch *w)
 {
     pthread_mutex_lock(&g.lock);
     int e = 0;
     if (!g.running)
         e = start_locked();
     if (e == 0) {
-        /* Edge-triggered: each new notification wakes the socket's wait
-         * queue once, and we drain the queue each time. */
-        struct epoll_event ev = { .events = EPOLLERR | EPOLLET, .data.ptr = s };
-        if (epoll_ctl(g.epfd, EPOLL_CTL_ADD, s->fd, &ev) != 0) {
+        /* Edge-triggered: each new error wakes the descriptor's wait queue
+         * once; on_error drains it each time. */
+        struct epoll_event ev = { .events = EPOLLERR | EPOLLET, .data.ptr = w };
+        if (epoll_ctl(g.epfd, EPOLL_CTL_ADD, w->fd, &ev) != 0) {
             e = -errno;
             wake(); /* a thread with no user exits */
         } else {
-            s->attached = true;
-            s->next_att = g.list;
-            g.list = s;
+            w->added = true;
+            w->next_added = g.list;
+            g.list = w;
             g.users++;
-            wake(); /* re-evaluate the hold scan */
+            wake(); /* re-evaluate the ticks */
         }
     }
     pthread_mutex_unlock(&g.lock);
     return e;
 }
 
-void zbuf__sock_thread_detach(struct zbuf_sock *s)
+void zbuf__watch_remove(struct zbuf__watch *w, bool fd_valid)
 {
     pthread_mutex_lock(&g.lock);
-    if (s->attached && !s->detached) {
-        /* ENOENT if the file went.  A stale number may be another socket's
-         * now: leave the registration to go with its file. */
-        pthread_mutex_lock(&s->lock);
-        bool stale = s->fd_stale;
-        pthread_mutex_unlock(&s->lock);
-        if (!stale)
-            epoll_ctl(g.epfd, EPOLL_CTL_DEL, s->fd, NULL);
-        for (struct zbuf_sock **p = &g.list; *p != NULL; p = &(*p)->next_att) {
-            if (*p == s) {
-                *p = s->next_att;
+    if (w->added && !w->removed) {
+        if (fd_valid)
+            epoll_ctl(g.epfd, EPOLL_CTL_DEL, w->fd, NULL); /* ENOENT if the file went */
+        for (struct zbuf__watch **p = &g.list; *p != NULL; p = &(*p)->next_added) {
+            if (*p == w) {
+                *p = w->next_added;
                 break;
             }
         }
-        s->detached = true;
+        w->removed = true;
         g.users--;
     }
     pthread_mutex_unlock(&g.lock);
 }
 
-void zbuf__sock_retire(struct zbuf_sock *s)
+void zbuf__watch_retire(struct zbuf__watch *w)
 {
     pthread_mutex_lock(&g.lock);
-    if (s->attached && g.running) {
-        s->next_grave = g.grave;
-        g.grave = s;
+    if (w->added && g.running) {
+        w->next_grave = g.grave;
+        g.grave = w;
         wake();
         pthread_mutex_unlock(&g.lock);
         return;
     }
     pthread_mutex_unlock(&g.lock);
-    zbuf__sock_unref(s);
+    zbuf__watch_unref(w);
 }

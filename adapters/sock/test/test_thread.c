@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,4 +211,66 @@ Test(thread, handles_open_and_close_while_the_thread_runs)
                      atomic_load(&c[i].released), c[i].sent);
         cr_assert_eq(c[i].sent, 400);
     }
+}
+
+/* zbuf_sock_forget_fd(): the program closes the descriptor of a HOLD_FD
+ * handle with a zero-copy send outstanding and the kernel gives the number
+ * to a new socket.  The handle refuses new sends (the caller keeps the
+ * zbuf), its completions still arrive through its duplicate, and closing it
+ * leaves the new socket alone. */
+Test(thread, a_forgotten_descriptor_is_never_touched_again)
+{
+    require_zerocopy();
+    cr_assert_eq(zbuf_sock_forget_fd(NULL), -EINVAL);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    struct st_reader r = { 0 };
+    st_reader_start(&r, b, 65536, 0);
+    zbuf_sock_opts_t o;
+    zbuf_sock_opts_init(&o);
+    o.flags = ZBUF_SOCK_ZEROCOPY | ZBUF_SOCK_ZEROCOPY_ALWAYS | ZBUF_SOCK_THREAD | ZBUF_SOCK_HOLD_FD;
+    zbuf_sock_t *s;
+    cr_assert_eq(zbuf_sock_open(a, &o, &s), 0);
+    atomic_int released = 0;
+    const size_t len = 65536;
+    zbuf_t *z = st_pattern_zbuf(len, 0, 16384, &released);
+    cr_assert_eq(zbuf_sock_send(s, z, 0), (ssize_t)len);
+    zbuf_delete(z);
+
+    cr_assert_eq(zbuf_sock_forget_fd(s), 0);
+    close(a);
+    int c = socket(AF_INET, SOCK_STREAM, 0); /* most likely a's old number */
+    cr_assert_geq(c, 0);
+    zbuf_t *z2 = st_pattern_zbuf(100, len, 100, &released);
+    cr_assert_eq(zbuf_sock_send(s, z2, 0), -EBADF);
+    cr_assert_eq(zbuf_length(z2), 100, "a refused send leaves the zbuf with the caller");
+    zbuf_delete(z2);
+    cr_assert(wait_count(&released, 5, 10000), "released %d of 4 + 1", atomic_load(&released));
+
+    int rc = zbuf_sock_close(s, 5000);
+    cr_assert(rc == 0 || rc == -ECONNABORTED, "close: %d", rc);
+    cr_assert_neq(fcntl(c, F_GETFD), -1, "the new socket on the old number is still open");
+    st_reader_join(&r);
+    cr_assert_eq(r.got, (uint64_t)len);
+    cr_assert_eq(r.bad_at, UINT64_MAX);
+    close(c);
+    close(b);
+}
+
+/* The same without HOLD_FD (so without KEEP_FD): zbuf_sock_close() must not
+ * close the forgotten number either. */
+Test(thread, closing_a_handle_whose_descriptor_was_forgotten_spares_the_number)
+{
+    int a, b;
+    st_tcp_pair(&a, &b);
+    zbuf_sock_t *s;
+    cr_assert_eq(zbuf_sock_open(a, NULL, &s), 0);
+    cr_assert_eq(zbuf_sock_forget_fd(s), 0);
+    close(a);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(c, 0);
+    cr_assert_eq(zbuf_sock_close(s, 1000), 0);
+    cr_assert_neq(fcntl(c, F_GETFD), -1, "zbuf_sock_close() closed a number it had given up");
+    close(c);
+    close(b);
 }

@@ -480,6 +480,24 @@ ZBUF_SOCK_EXPORT void zbuf_sock_get_stats(zbuf_sock_t *s, zbuf_sock_stats_t *st)
  */
 ZBUF_SOCK_EXPORT int zbuf_sock_close(zbuf_sock_t *s, int timeout_ms);
 
+/**
+ * @brief Tell a handle that the program has closed (or is about to close)
+ *        the descriptor it was opened on.
+ *
+ * From then on the handle never touches that descriptor number again (the
+ * kernel may already have given it to another socket): completions of the
+ * sends still outstanding are read through the duplicate a
+ * #ZBUF_SOCK_HOLD_FD handle holds, and new sends are refused with `-EBADF`.
+ * The handle must still be closed with zbuf_sock_close(), which releases the
+ * rest (see there) and never closes the forgotten number.  This is what a
+ * layer that tracks descriptors it does not own does when it sees one reused
+ * (the VxWorks layer, zbuf/vxworks_sock.h).
+ *
+ * @param s  borrowed.
+ * @return 0; `-EINVAL` for NULL.
+ */
+ZBUF_SOCK_EXPORT int zbuf_sock_forget_fd(zbuf_sock_t *s);
+
 /** @} */
 
 #ifdef __cplusplus

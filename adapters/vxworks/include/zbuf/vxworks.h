@@ -65,9 +65,13 @@
  * **Threads.**  As in the modern API, one zbuf is used by one thread at a
  * time; different zbufs sharing buffers may be used by different threads.
  *
- * **Not provided.**  `zbufLibInit()`: there is nothing to initialise.  The
- * `zbufSockLib` half (zbufSockSend() ...) is added at the marked place below
- * by the socket adapter.
+ * **Not provided.**  `zbufLibInit()`: there is nothing to initialise.
+ *
+ * **Library.**  Both halves, these `zbufLib` routines and the `zbufSockLib`
+ * ones of zbuf/vxworks_sock.h (included at the end of this header), are the
+ * component `zbuf-vxworks`: pkg-config `zbuf-vxworks`, CMake
+ * `zbuf::vxworks`, `-lzbuf-vxworks -lzbuf-sock -lzbuf`.  It is built on the
+ * public API of zbuf/core.h and zbuf/sock.h only.
  *
  * Typical use, as in the original tcpBlaster:
  * @code
@@ -87,7 +91,19 @@
 #include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "core.h"
+#include <zbuf/core.h>
+
+/** @cond INTERNAL */
+/* Visibility of the component's routines (zbuf-vxworks): exported from the
+ * shared library, plain in the static one (ZBUF_VX_STATIC). */
+#if defined(ZBUF_VX_STATIC)
+#define ZBUF_VX_EXPORT
+#elif defined(ZBUF_VX_BUILDING)
+#define ZBUF_VX_EXPORT __attribute__((visibility("default")))
+#else
+#define ZBUF_VX_EXPORT
+#endif
+/** @endcond */
 
 #ifdef __cplusplus
 extern "C" {
@@ -191,7 +207,7 @@ typedef zbuf_seg_t *ZBUF_SEG;
  * @return a new zbuf, which the caller deletes with zbufDelete() (or hands
  *         to a routine that consumes it); NULL with `errno` = `ENOMEM`.
  */
-ZBUF_EXPORT ZBUF_ID zbufCreate(void);
+ZBUF_VX_EXPORT ZBUF_ID zbufCreate(void);
 
 /**
  * @brief Delete a zbuf and every segment in it.
@@ -204,7 +220,7 @@ ZBUF_EXPORT ZBUF_ID zbufCreate(void);
  * @param zbufId  the zbuf (consumed on success; the handle is dead).
  * @return #OK; #ERROR with `errno` = `EINVAL` for a NULL or deleted handle.
  */
-ZBUF_EXPORT STATUS zbufDelete(ZBUF_ID zbufId);
+ZBUF_VX_EXPORT STATUS zbufDelete(ZBUF_ID zbufId);
 
 /**
  * @brief Move every segment of @p zbufId2 into @p zbufId1 at a location.
@@ -221,7 +237,7 @@ ZBUF_EXPORT STATUS zbufDelete(ZBUF_ID zbufId);
  *         handle or segment, @p zbufId2 empty or the same zbuf as
  *         @p zbufId1), `ERANGE` (location outside), `ENOMEM`.
  */
-ZBUF_EXPORT ZBUF_SEG zbufInsert(ZBUF_ID zbufId1, ZBUF_SEG zbufSeg, int offset, ZBUF_ID zbufId2);
+ZBUF_VX_EXPORT ZBUF_SEG zbufInsert(ZBUF_ID zbufId1, ZBUF_SEG zbufSeg, int offset, ZBUF_ID zbufId2);
 
 /**
  * @brief Enroll a caller's buffer as a new segment, without copying it.
@@ -263,7 +279,7 @@ ZBUF_EXPORT ZBUF_SEG zbufInsert(ZBUF_ID zbufId1, ZBUF_SEG zbufSeg, int offset, Z
  * @return the new segment; NULL with `errno` = `EINVAL` (bad handle or
  *         segment, NULL @p buf, @p len not positive), `ERANGE`, `ENOMEM`.
  */
-ZBUF_EXPORT ZBUF_SEG zbufInsertBuf(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
+ZBUF_VX_EXPORT ZBUF_SEG zbufInsertBuf(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
                                    int len, VOIDFUNCPTR freeRtn, intptr_t freeArg);
 
 /**
@@ -282,7 +298,7 @@ ZBUF_EXPORT ZBUF_SEG zbufInsertBuf(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset,
  *         handle or segment, NULL @p buf, @p len not positive), `ERANGE`,
  *         `ENOMEM`.
  */
-ZBUF_EXPORT ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
+ZBUF_VX_EXPORT ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
                                     int len);
 
 /**
@@ -302,7 +318,7 @@ ZBUF_EXPORT ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset
  *         `ERANGE` (no byte at the location), `EIO` (a file segment could not
  *         be read).
  */
-ZBUF_EXPORT int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
+ZBUF_VX_EXPORT int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
                                 int len);
 
 /**
@@ -323,7 +339,7 @@ ZBUF_EXPORT int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, ca
  *         `EINVAL` (bad handle or segment, @p len 0), `ERANGE`, `ENOMEM`
  *         (only when a segment must be split).
  */
-ZBUF_EXPORT ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len);
+ZBUF_VX_EXPORT ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len);
 
 /**
  * @brief Split a zbuf in two at a byte.
@@ -340,7 +356,7 @@ ZBUF_EXPORT ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int l
  *         `errno` = `EINVAL` (bad handle or segment), `ERANGE` (no byte at
  *         the location), `ENOMEM`.
  */
-ZBUF_EXPORT ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset);
+ZBUF_VX_EXPORT ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset);
 
 /**
  * @brief A new zbuf sharing bytes of another, without copying.
@@ -357,7 +373,7 @@ ZBUF_EXPORT ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset);
  * @return a new zbuf, which the caller deletes; NULL with `errno` =
  *         `EINVAL` (bad handle or segment, @p len 0), `ERANGE`, `ENOMEM`.
  */
-ZBUF_EXPORT ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len);
+ZBUF_VX_EXPORT ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len);
 
 /**
  * @brief Number of bytes in a zbuf (O(1)).
@@ -367,7 +383,7 @@ ZBUF_EXPORT ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int le
  *         `EINVAL` for a bad handle, `EOVERFLOW` for more than `INT_MAX`
  *         bytes.
  */
-ZBUF_EXPORT int zbufLength(ZBUF_ID zbufId);
+ZBUF_VX_EXPORT int zbufLength(ZBUF_ID zbufId);
 
 /**
  * @brief The segment holding a byte, and the byte's offset inside it.
@@ -385,7 +401,7 @@ ZBUF_EXPORT int zbufLength(ZBUF_ID zbufId);
  *         untouched), or NULL with `errno` = `EINVAL` for a bad handle,
  *         segment or NULL @p pOffset.
  */
-ZBUF_EXPORT ZBUF_SEG zbufSegFind(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int *pOffset);
+ZBUF_VX_EXPORT ZBUF_SEG zbufSegFind(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int *pOffset);
 
 /**
  * @brief The segment after @p zbufSeg.
@@ -397,7 +413,7 @@ ZBUF_EXPORT ZBUF_SEG zbufSegFind(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int *pOffset)
  *         (`errno` untouched); NULL with `errno` = `EINVAL` for a bad handle
  *         or segment.
  */
-ZBUF_EXPORT ZBUF_SEG zbufSegNext(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
+ZBUF_VX_EXPORT ZBUF_SEG zbufSegNext(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 
 /**
  * @brief The segment before @p zbufSeg.
@@ -409,7 +425,7 @@ ZBUF_EXPORT ZBUF_SEG zbufSegNext(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
  *         @p zbufSeg (`errno` untouched); NULL with `errno` = `EINVAL` for a
  *         bad handle or segment.
  */
-ZBUF_EXPORT ZBUF_SEG zbufSegPrev(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
+ZBUF_VX_EXPORT ZBUF_SEG zbufSegPrev(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 
 /**
  * @brief Address of a segment's first byte.
@@ -425,7 +441,7 @@ ZBUF_EXPORT ZBUF_SEG zbufSegPrev(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
  *         or NULL for an empty zbuf), `ENOTSUP` (a segment of a file range
  *         enrolled with zbuf_buf_wrap_file(), which has no address).
  */
-ZBUF_EXPORT caddr_t zbufSegData(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
+ZBUF_VX_EXPORT caddr_t zbufSegData(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 
 /**
  * @brief Number of bytes in a segment (never 0).
@@ -436,25 +452,16 @@ ZBUF_EXPORT caddr_t zbufSegData(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
  *         segment, or NULL for an empty zbuf), `EOVERFLOW` (more than
  *         `INT_MAX` bytes).
  */
-ZBUF_EXPORT int zbufSegLength(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
+ZBUF_VX_EXPORT int zbufSegLength(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 
 /** @} */
-
-/* ======================================================================
- * zbufSockLib: the socket half lives in the socket adapter (zbuf-sock), so
- * that the core library does not depend on sockets.  When that adapter's
- * headers are installed (or on the include path), they come in here, and
- * VxWorks code needs no other include.
- * ====================================================================== */
 
 #ifdef __cplusplus
 }
 #endif
 
-#if defined(__has_include)
-#if __has_include(<zbuf/vxworks_sock.h>)
+/* The zbufSockLib half (zbufSockSend() ...): its own header, the same
+ * library, so that VxWorks code needs no other include. */
 #include <zbuf/vxworks_sock.h>
-#endif
-#endif
 
 #endif /* ZBUF_VXWORKS_H */

@@ -8,17 +8,33 @@
  * this layer needs no undo code of its own: it only has to do all of its
  * own checking before the one core call that modifies anything.
  *
- * Handles are checked with the library's private predicates (internal.h) so
- * that a bad ZBUF_ID or ZBUF_SEG is an O(1) EINVAL rather than something the
- * core could only report through ambiguous NULL returns.  ZBUF_NONE is
- * rejected before any segment pointer is looked at: it is not an address.
+ * Handles are checked with the public O(1) predicates zbuf_valid() and
+ * zbuf_seg_valid(), so that a bad ZBUF_ID or ZBUF_SEG is an EINVAL rather
+ * than something the core could only report through ambiguous NULL returns.
+ * ZBUF_NONE is rejected before any segment pointer is looked at: it is not
+ * an address.  The layer uses nothing but the installed API (zbuf/core.h):
+ * it is its own library, zbuf-vxworks, with the zbufSockLib half
+ * (vxworks_sock.c).
  *
- * The zbufSockLib half lives in the socket adapter, not here: the core
- * library must not depend on sockets (see the marked place in the header).
+ * Speed: the common call names no segment and a plain offset.  It costs one
+ * zbuf_length() and the core call, which checks its own arguments again
+ * (cheap, O(1)); see vx_where().
  */
-#include "internal.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 
 #include <zbuf/vxworks.h>
+
+#if defined(__GNUC__)
+#define VX_LIKELY(x) __builtin_expect(!!(x), 1)
+/* The careful paths stay out of line, so that the fast path of a routine
+ * saves no registers it does not use. */
+#define VX_SLOW __attribute__((noinline, cold))
+#else
+#define VX_LIKELY(x) (x)
+#define VX_SLOW
+#endif
 
 /* The free routine as this layer calls it; see zbufInsertBuf() in the header
  * for why one call shape serves both the int and the pointer-sized freeArg. */
@@ -26,13 +42,13 @@ typedef void (*vx_free_rtn)(caddr_t buf, intptr_t free_arg);
 
 /* --------------------------------------------------------------- helpers */
 
-static int vx_fail(int neg_err)
+VX_SLOW static int vx_fail(int neg_err)
 {
     errno = -neg_err;
     return ERROR;
 }
 
-static void *vx_fail_null(int neg_err)
+VX_SLOW static void *vx_fail_null(int neg_err)
 {
     errno = -neg_err;
     return NULL;
@@ -41,9 +57,9 @@ static void *vx_fail_null(int neg_err)
 /* 0 when z is a live zbuf and seg is NULL or one of its segments. */
 static int vx_check(ZBUF_ID z, ZBUF_SEG seg)
 {
-    if (!zbuf__valid(z))
+    if (!zbuf_valid(z))
         return -EINVAL;
-    if (seg != NULL && (seg == ZBUF_NONE || !zbuf__seg_of(z, seg)))
+    if (seg != NULL && (seg == ZBUF_NONE || !zbuf_seg_valid(z, seg)))
         return -EINVAL;
     return 0;
 }
@@ -80,22 +96,40 @@ static int vx_locate_byte(ZBUF_ID z, ZBUF_SEG seg, int offset, size_t *abs)
 /* The common case of both: no segment, a plain offset inside the zbuf (up
  * to the length itself for an insertion point).  Inline, so that a VxWorks
  * call costs the core call it makes and little more (see docs/benchmarks.md:
- * the layer must stay within 10 % of the modern API). */
-static inline int vx_where(ZBUF_ID z, ZBUF_SEG seg, int offset, bool point, size_t *abs)
+ * the layer must stay within 10 % of the modern API).  *len is the zbuf's
+ * length on success.  zbuf_length() reads 0 for a dead handle, so only an
+ * insertion at 0 needs the explicit zbuf_valid(). */
+static inline int vx_where(ZBUF_ID z, ZBUF_SEG seg, int offset, bool point, size_t *abs,
+                           size_t *len)
 {
-    if (ZBUF__LIKELY(seg == NULL && offset >= 0 && offset != ZBUF_END && zbuf__valid(z) &&
-                     ((size_t)offset < z->len || (point && (size_t)offset == z->len)))) {
-        *abs = (size_t)offset;
-        return 0;
+    if (VX_LIKELY(seg == NULL && offset >= 0 && offset != ZBUF_END)) {
+        size_t n = zbuf_length(z);
+        if ((size_t)offset < n || (point && (size_t)offset == n && (n > 0 || zbuf_valid(z)))) {
+            *abs = (size_t)offset;
+            *len = n;
+            return 0;
+        }
     }
-    return point ? vx_locate(z, seg, offset, abs) : vx_locate_byte(z, seg, offset, abs);
+    int err = point ? vx_locate(z, seg, offset, abs) : vx_locate_byte(z, seg, offset, abs);
+    *len = zbuf_length(z);
+    return err;
 }
 
-/* A VxWorks length from byte `abs` on, as a count: negative or past the end
- * means "to the end". */
-static inline size_t vx_count(ZBUF_ID z, size_t abs, int len)
+/* Whether (seg, offset) is the plain form: no segment, an offset from the
+ * start.  Then a core call given `offset` checks the location itself, and
+ * one that fails with -ERANGE sends the routine down its careful path
+ * (the core changed nothing), which also gives VxWorks' "to the end"
+ * meaning to an overlong length. */
+static inline bool vx_plain(ZBUF_SEG seg, int offset)
 {
-    size_t rest = z->len - abs;
+    return seg == NULL && offset >= 0 && offset != ZBUF_END;
+}
+
+/* A VxWorks length from byte `abs` of a zbuf of `total` bytes, as a count:
+ * negative or past the end means "to the end". */
+static inline size_t vx_count(size_t total, size_t abs, int len)
+{
+    size_t rest = total - abs;
     return len < 0 || (size_t)len > rest ? rest : (size_t)len;
 }
 
@@ -121,9 +155,9 @@ ZBUF_ID zbufCreate(void)
 STATUS zbufDelete(ZBUF_ID zbufId)
 {
     /* The core treats NULL as a no-op; VxWorks calls it an invalid id. */
-    if (!zbuf__valid(zbufId))
-        return vx_fail(-EINVAL);
-    return zbuf__delete(zbufId); /* 0 == OK: a tail call */
+    int err = zbufId != NULL ? zbuf_delete(zbufId) : -EINVAL;
+
+    return err == 0 ? OK : vx_fail(err);
 }
 
 /* ----------------------------------------------------------- insertion */
@@ -131,14 +165,14 @@ STATUS zbufDelete(ZBUF_ID zbufId)
 ZBUF_SEG zbufInsert(ZBUF_ID zbufId1, ZBUF_SEG zbufSeg, int offset, ZBUF_ID zbufId2)
 {
     zbuf_seg_t *first;
-    size_t abs;
-    int err = vx_where(zbufId1, zbufSeg, offset, true, &abs);
+    size_t abs, total;
+    int err = vx_where(zbufId1, zbufSeg, offset, true, &abs, &total);
 
     if (err != 0)
         return vx_fail_null(err);
     /* An empty zbufId2 would leave nothing to return; refuse it before the
      * core consumes it, so the caller still owns it. */
-    if (!zbuf__valid(zbufId2) || zbufId2 == zbufId1 || zbuf_length(zbufId2) == 0)
+    if (zbufId2 == zbufId1 || zbuf_length(zbufId2) == 0)
         return vx_fail_null(-EINVAL);
     err = zbuf_insert(zbufId1, abs, zbufId2, &first);
     return err == 0 ? first : vx_fail_null(err);
@@ -148,8 +182,8 @@ ZBUF_SEG zbufInsertBuf(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf
                        VOIDFUNCPTR freeRtn, intptr_t freeArg)
 {
     zbuf_seg_t *seg;
-    size_t abs;
-    int err = vx_where(zbufId, zbufSeg, offset, true, &abs);
+    size_t abs, total;
+    int err = vx_where(zbufId, zbufSeg, offset, true, &abs, &total);
 
     if (err != 0)
         return vx_fail_null(err);
@@ -163,8 +197,8 @@ ZBUF_SEG zbufInsertBuf(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf
 ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
 {
     zbuf_seg_t *seg;
-    size_t abs;
-    int err = vx_where(zbufId, zbufSeg, offset, true, &abs);
+    size_t abs, total;
+    int err = vx_where(zbufId, zbufSeg, offset, true, &abs, &total);
 
     if (err != 0)
         return vx_fail_null(err);
@@ -176,10 +210,13 @@ ZBUF_SEG zbufInsertCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t bu
 
 /* -------------------------------------------------------------- copy out */
 
-int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
+/* zbufExtractCopy() with every check, for any location. */
+VX_SLOW static int vx_extract_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf,
+                                   int len)
 {
-    size_t abs, n;
-    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
+    size_t abs, total, n;
+    ssize_t got;
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
 
     if (err != 0)
         return vx_fail(err);
@@ -188,62 +225,122 @@ int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, i
     if (len == 0)
         return 0;
     /* The count must fit an int. */
-    n = vx_count(zbufId, abs, len);
+    n = vx_count(total, abs, len);
     if (n > INT_MAX)
         n = INT_MAX;
-    err = zbuf__copyout(zbufId, abs, buf, n);
-    return err == 0 ? (int)n : vx_fail(err);
+    got = zbuf_copyout(zbufId, abs, buf, n);
+    return got >= 0 ? (int)got : vx_fail((int)got);
+}
+
+int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
+{
+    /* Fast path: len > 0 bytes inside the zbuf, one core call. */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len > 0 && buf != NULL)) {
+        ssize_t got = zbuf_copyout(zbufId, (size_t)offset, buf, (size_t)len);
+        if (VX_LIKELY(got >= 0))
+            return (int)got;
+        if (got != -ERANGE)
+            return vx_fail((int)got);
+    }
+    return vx_extract_slow(zbufId, zbufSeg, offset, buf, len);
 }
 
 /* --------------------------------------------------------- rearranging */
 
-ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+/* zbufCut() with every check, for any location. */
+VX_SLOW static ZBUF_SEG vx_cut_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_seg_t *after;
-    size_t abs;
-    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
+    size_t abs, total;
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
 
-    if (err != 0)
-        return vx_fail_null(err);
-    if (len == 0)
-        return vx_fail_null(-EINVAL);
-    err = zbuf__cut(zbufId, abs, vx_count(zbufId, abs, len), &after);
+    if (err == 0 && len == 0)
+        err = -EINVAL;
+    if (err == 0)
+        err = zbuf_cut(zbufId, abs, vx_count(total, abs, len), &after);
     if (err != 0)
         return vx_fail_null(err);
     return after != NULL ? after : ZBUF_NONE;
 }
 
-ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
+ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+{
+    /* Fast path: len > 0 bytes inside the zbuf, one core call. */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len > 0)) {
+        zbuf_seg_t *after;
+        int err = zbuf_cut(zbufId, (size_t)offset, (size_t)len, &after);
+        if (VX_LIKELY(err == 0))
+            return after != NULL ? after : ZBUF_NONE;
+        if (err != -ERANGE)
+            return vx_fail_null(err);
+    }
+    return vx_cut_slow(zbufId, zbufSeg, offset, len);
+}
+
+/* zbufSplit() with every check, for any location. */
+VX_SLOW static ZBUF_ID vx_split_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
 {
     zbuf_t *tail;
-    size_t abs;
-    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
+    size_t abs, total;
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
 
-    if (err != 0)
-        return vx_fail_null(err);
-    tail = zbuf__split(zbufId, abs);
-    return tail != NULL ? tail : vx_fail_null(-ENOMEM);
+    if (err == 0)
+        err = zbuf_split(zbufId, abs, &tail);
+    return err == 0 ? tail : vx_fail_null(err);
+}
+
+ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
+{
+    /* Fast path: a byte inside the zbuf (the core would also split at the
+     * end, which VxWorks calls out of range). */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && (size_t)offset < zbuf_length(zbufId))) {
+        zbuf_t *tail;
+        int err = zbuf_split(zbufId, (size_t)offset, &tail);
+        return VX_LIKELY(err == 0) ? tail : vx_fail_null(err);
+    }
+    return vx_split_slow(zbufId, zbufSeg, offset);
+}
+
+/* zbufDup() with every check, for any location. */
+VX_SLOW static ZBUF_ID vx_dup_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
+{
+    zbuf_t *dup;
+    size_t abs, total;
+    int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
+
+    if (err == 0 && len == 0)
+        err = -EINVAL;
+    if (err == 0)
+        err = zbuf_dup(zbufId, abs, vx_count(total, abs, len), &dup);
+    return err == 0 ? dup : vx_fail_null(err);
 }
 
 ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
-    zbuf_t *dup;
-    size_t abs;
-    int err = vx_where(zbufId, zbufSeg, offset, false, &abs);
-
-    if (err != 0)
-        return vx_fail_null(err);
-    if (len == 0)
-        return vx_fail_null(-EINVAL);
-    dup = zbuf__dup(zbufId, abs, vx_count(zbufId, abs, len));
-    return dup != NULL ? dup : vx_fail_null(-ENOMEM);
+    /* Fast path: a byte inside the zbuf and len bytes from it, or to the
+     * end (which needs the length: "to the end" of an empty zbuf is ERANGE
+     * here and an empty dup in the core). */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0)) {
+        size_t total = len < 0 ? zbuf_length(zbufId) : (size_t)offset + (size_t)len;
+        if (VX_LIKELY((size_t)offset < total)) {
+            zbuf_t *dup;
+            int err = zbuf_dup(zbufId, (size_t)offset, (size_t)(total - (size_t)offset), &dup);
+            if (VX_LIKELY(err == 0))
+                return dup;
+            if (err != -ERANGE)
+                return vx_fail_null(err);
+        }
+    }
+    return vx_dup_slow(zbufId, zbufSeg, offset, len);
 }
 
 int zbufLength(ZBUF_ID zbufId)
 {
-    if (!zbuf__valid(zbufId))
+    /* zbuf_length() reads 0 for a dead handle: check only then. */
+    size_t len = zbuf_length(zbufId);
+
+    if (len == 0 && !zbuf_valid(zbufId))
         return vx_fail(-EINVAL);
-    size_t len = zbufId->len;
     return len <= INT_MAX ? (int)len : vx_fail(-EOVERFLOW);
 }
 

@@ -2,11 +2,13 @@
  * @file zbuf/vxworks_sock.h
  * @brief VxWorks 5.x compatibility, second half: the `zbufSockLib` routines.
  *
- * Declared here and implemented in the socket adapter library (`zbuf-sock`,
- * pkg-config `zbuf-sock`, CMake `zbuf::sock`) so that the core library does
- * not depend on sockets; `<zbuf/vxworks.h>` includes this header when it is
- * installed, so VxWorks code needs only `#include <zbuf/vxworks.h>` and the
- * standard socket headers, and links with `-lzbuf-sock -lzbuf`.
+ * Declared here and implemented, with the `zbufLib` half, in the VxWorks
+ * component (`zbuf-vxworks`: pkg-config `zbuf-vxworks`, CMake
+ * `zbuf::vxworks`) on top of the socket adapter (`zbuf-sock`), so that
+ * neither the core nor the adapter depends on the other's compatibility
+ * names.  `<zbuf/vxworks.h>` includes this header, so VxWorks code needs only
+ * `#include <zbuf/vxworks.h>` and the standard socket headers, and links
+ * with `-lzbuf-vxworks -lzbuf-sock -lzbuf`.
  *
  * **Ownership** (the contract of VxWorks `zbufSockLib`): a zbuf given to
  * zbufSockSend() or zbufSockSendto() belongs to the library from then on,
@@ -68,7 +70,7 @@ extern "C" {
  *
  * @return #OK; #ERROR with `errno` = `ENOMEM`.
  */
-ZBUF_SOCK_EXPORT STATUS zbufSockLibInit(void);
+ZBUF_VX_EXPORT STATUS zbufSockLibInit(void);
 
 /**
  * @brief Send the whole of a zbuf on a stream (TCP) socket.
@@ -85,7 +87,7 @@ ZBUF_SOCK_EXPORT STATUS zbufSockLibInit(void);
  *         the rest not accepted within 30 s; the zbuf is deleted), or the
  *         socket's error (`EPIPE`, `ECONNRESET` ...; the zbuf is deleted).
  */
-ZBUF_SOCK_EXPORT int zbufSockSend(int s, ZBUF_ID zbufId, int zbufLen, int flags);
+ZBUF_VX_EXPORT int zbufSockSend(int s, ZBUF_ID zbufId, int zbufLen, int flags);
 
 /**
  * @brief Send a zbuf as one datagram (UDP).
@@ -94,7 +96,7 @@ ZBUF_SOCK_EXPORT int zbufSockSend(int s, ZBUF_ID zbufId, int zbufLen, int flags)
  * @return the number of bytes sent; #ERROR with `errno` as for
  *         zbufSockSend() (`EMSGSIZE` for a datagram too large).
  */
-ZBUF_SOCK_EXPORT int zbufSockSendto(int s, ZBUF_ID zbufId, int zbufLen, int flags,
+ZBUF_VX_EXPORT int zbufSockSendto(int s, ZBUF_ID zbufId, int zbufLen, int flags,
                                     struct sockaddr *to, int tolen);
 
 /**
@@ -113,11 +115,11 @@ ZBUF_SOCK_EXPORT int zbufSockSendto(int s, ZBUF_ID zbufId, int zbufLen, int flag
  * @return bytes sent; #ERROR with `errno` as for zbufSockSend(), or `ENOMEM`
  *         (nothing sent, caller keeps @p buf).
  */
-ZBUF_SOCK_EXPORT int zbufSockBufSend(int s, char *buf, int bufLen, VOIDFUNCPTR freeRtn,
+ZBUF_VX_EXPORT int zbufSockBufSend(int s, char *buf, int bufLen, VOIDFUNCPTR freeRtn,
                                      intptr_t freeArg, int flags);
 
 /** @brief zbufSockBufSend() for one datagram, to @p to (NULL: connected). */
-ZBUF_SOCK_EXPORT int zbufSockBufSendto(int s, char *buf, int bufLen, VOIDFUNCPTR freeRtn,
+ZBUF_VX_EXPORT int zbufSockBufSendto(int s, char *buf, int bufLen, VOIDFUNCPTR freeRtn,
                                        intptr_t freeArg, int flags, struct sockaddr *to,
                                        int tolen);
 
@@ -129,7 +131,7 @@ ZBUF_SOCK_EXPORT int zbufSockBufSendto(int s, char *buf, int bufLen, VOIDFUNCPTR
  *         at end of stream (`*pLen` = 0, `errno` = 0) or on error (`errno`:
  *         `EWOULDBLOCK`, `EINVAL`, `ENOMEM`, the socket's error).
  */
-ZBUF_SOCK_EXPORT ZBUF_ID zbufSockRecv(int s, int flags, int *pLen);
+ZBUF_VX_EXPORT ZBUF_ID zbufSockRecv(int s, int flags, int *pLen);
 
 /**
  * @brief Receive one datagram of up to `*pLen` bytes into a new zbuf.
@@ -140,7 +142,7 @@ ZBUF_SOCK_EXPORT ZBUF_ID zbufSockRecv(int s, int flags, int *pLen);
  * @param pFromLen  in: room at @p from; out: the address length.
  * @return a new zbuf the caller deletes; NULL on error (`errno`).
  */
-ZBUF_SOCK_EXPORT ZBUF_ID zbufSockRecvfrom(int s, int flags, int *pLen, struct sockaddr *from,
+ZBUF_VX_EXPORT ZBUF_ID zbufSockRecvfrom(int s, int flags, int *pLen, struct sockaddr *from,
                                           int *pFromLen);
 
 /**
@@ -155,7 +157,7 @@ ZBUF_SOCK_EXPORT ZBUF_ID zbufSockRecvfrom(int s, int flags, int *pLen, struct so
  * @param o  the options (copied); NULL restores the defaults.
  * @return 0; `-EINVAL` (the modern convention: this is a libzbuf name).
  */
-ZBUF_SOCK_EXPORT int zbuf_sock_vx_configure(const zbuf_sock_opts_t *o);
+ZBUF_VX_EXPORT int zbuf_sock_vx_configure(const zbuf_sock_opts_t *o);
 
 /**
  * @brief libzbuf extension: another engine the routines above run on.
@@ -198,7 +200,7 @@ typedef struct zbuf_sock_vx_engine {
  *
  * @return 0; `-EINVAL` (a function missing).
  */
-ZBUF_SOCK_EXPORT int zbuf_sock_vx_set_engine(const zbuf_sock_vx_engine_t *e);
+ZBUF_VX_EXPORT int zbuf_sock_vx_set_engine(const zbuf_sock_vx_engine_t *e);
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,6 @@
 
 #include <zbuf/vxworks_sock.h>
 
-#include "sock_internal.h"
 
 /* How long a partly sent zbuf may wait for the rest to be accepted. */
 #define VX_STALL_MS 30000
@@ -149,7 +148,7 @@ static void sweep_zombies_locked(void)
  * connection whose program descriptor is gone, which is the best left). */
 static void make_zombie_locked(zbuf_sock_t *s)
 {
-    zbuf__sock_forget_fd(s);
+    zbuf_sock_forget_fd(s);
     if (vx.nzombies == vx.capzombies) {
         size_t cap = vx.capzombies ? vx.capzombies * 2 : 8;
         zbuf_sock_t **n = realloc(vx.zombies, cap * sizeof *n);
