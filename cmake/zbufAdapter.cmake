@@ -1,5 +1,5 @@
-# zbuf_adapter_library(): the two products every adapter installs, made one
-# way.  From an OBJECT library it builds
+# zbuf_adapter_library(): the two products every library above the core
+# installs, made one way.  From an OBJECT library it builds
 #   <TARGET>          shared lib<OUTPUT>.so on top of the shared core,
 #                     exported as zbuf::<EXPORT>
 #   <TARGET>_static   static lib<OUTPUT>.a on top of zbuf_static (tests use
@@ -9,30 +9,54 @@
 # <OUTPUT>Targets (cmake/zbufConfig.cmake.in includes it when present) and
 # the pkg-config file pkgconfig/<OUTPUT>.pc.in.
 #
-#   zbuf_adapter_library(TARGET t OUTPUT name EXPORT exp OBJECTS objlib
-#     [MAP version-script] [SHARED_LIBS ...] [STATIC_LIBS ...]
-#     [STATIC_DEFINITIONS ...] [EXTRA_TARGETS targets installed in the set])
+# One export scheme for every library, <MACRO> being its prefix (ZBUF_SOCK,
+# ZBUF_UV, ...): its public header defines <MACRO>_EXPORT as
+#     #if defined(<MACRO>_STATIC)        (empty: a static library)
+#     #elif defined(<MACRO>_BUILDING)    __attribute__((visibility("default")))
+#     #else                              (empty: a user of the shared library)
+# and marks every public function with it; this function defines
+# <MACRO>_BUILDING while the objects compile and gives users of the static
+# library <MACRO>_STATIC.  Everything else stays hidden (the project's default
+# visibility).  One symbol-version scheme: the shared library links with the
+# version script <OUTPUT>.map beside the calling CMakeLists.txt, whose one
+# node is <OUTPUT> in upper case with '_' for '-' and the version
+# (ZBUF_SOCK_0.1 for zbuf-sock; checked here), whose global patterns are the
+# library's prefixes, everything else local.
+#
+#   zbuf_adapter_library(TARGET t OUTPUT name EXPORT exp OBJECTS objlib MACRO prefix
+#     [SHARED_LIBS ...] [STATIC_LIBS ...] [EXTRA_TARGETS targets installed in the set])
 function(zbuf_adapter_library)
-  cmake_parse_arguments(A "" "TARGET;OUTPUT;EXPORT;OBJECTS;MAP"
-                        "SHARED_LIBS;STATIC_LIBS;STATIC_DEFINITIONS;EXTRA_TARGETS" ${ARGN})
+  cmake_parse_arguments(A "" "TARGET;OUTPUT;EXPORT;OBJECTS;MACRO"
+                        "SHARED_LIBS;STATIC_LIBS;EXTRA_TARGETS" ${ARGN})
+  if(A_UNPARSED_ARGUMENTS OR NOT A_MACRO)
+    message(FATAL_ERROR "zbuf_adapter_library(${A_OUTPUT}): MACRO is required; "
+                        "unknown arguments: ${A_UNPARSED_ARGUMENTS}")
+  endif()
+  set(map ${CMAKE_CURRENT_SOURCE_DIR}/${A_OUTPUT}.map)
+  if(NOT EXISTS ${map})
+    message(FATAL_ERROR "zbuf_adapter_library(${A_OUTPUT}): no version script ${map}")
+  endif()
+  string(TOUPPER "${A_OUTPUT}" node)
+  string(REPLACE "-" "_" node "${node}_${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}")
+  file(STRINGS ${map} nodes REGEX "^[A-Za-z0-9_.]+ *{")
+  if(NOT nodes MATCHES "^${node} *{$")
+    message(FATAL_ERROR "zbuf_adapter_library(${A_OUTPUT}): ${map} must have the one "
+                        "version node ${node}, not '${nodes}'")
+  endif()
+  target_compile_definitions(${A_OBJECTS} PRIVATE ${A_MACRO}_BUILDING)
   set(shared ${A_TARGET})
   set(static ${A_TARGET}_static)
   add_library(${shared} SHARED $<TARGET_OBJECTS:${A_OBJECTS}>)
   add_library(${static} STATIC $<TARGET_OBJECTS:${A_OBJECTS}>)
   target_link_libraries(${shared} PUBLIC ${A_SHARED_LIBS})
   target_link_libraries(${static} PUBLIC ${A_STATIC_LIBS})
-  if(A_STATIC_DEFINITIONS)
-    target_compile_definitions(${static} INTERFACE ${A_STATIC_DEFINITIONS})
-  endif()
+  target_compile_definitions(${static} INTERFACE ${A_MACRO}_STATIC)
   # INSTALL_RPATH: the adapter finds libzbuf.so (and its sibling adapters)
   # in its own directory, whatever the prefix (see the top-level CMakeLists).
   set_target_properties(${shared} PROPERTIES OUTPUT_NAME ${A_OUTPUT} EXPORT_NAME ${A_EXPORT}
                         VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
-                        INSTALL_RPATH "${ZBUF_LIB_RPATH}")
-  if(A_MAP)
-    set_target_properties(${shared} PROPERTIES LINK_OPTIONS "-Wl,--version-script=${A_MAP}"
-                          LINK_DEPENDS ${A_MAP})
-  endif()
+                        INSTALL_RPATH "${ZBUF_LIB_RPATH}"
+                        LINK_OPTIONS "-Wl,--version-script=${map}" LINK_DEPENDS ${map})
   set_target_properties(${static} PROPERTIES OUTPUT_NAME ${A_OUTPUT}
                         EXPORT_NAME ${A_EXPORT}_static)
   foreach(t ${shared} ${static})

@@ -5,9 +5,9 @@
  * callbacks and pool buffers after every step (see model.h).
  *
  * CI runs eight fixed seeds, 20,000 steps each in every build and 1.25
- * million each in optimised builds (test_random_deep: 10 million steps in
+ * million each in optimised builds (core_random_deep: 10 million steps in
  * all).  For longer runs:
- *   ZBUF_SEED=<n> ZBUF_STEPS=<n> ./test_random --filter 'random/seed_from_environment'
+ *   ZBUF_SEED=<n> ZBUF_STEPS=<n> ./core_random --filter 'random/seed_from_environment'
  * ZBUF_STEPS alone also lengthens the fixed seeds; ZBUF_FAULTS=<n> makes one
  * allocation in n fail during each operation's main call; ZBUF_TRACE=1
  * prints every operation (to replay a failure, whose message names seed and

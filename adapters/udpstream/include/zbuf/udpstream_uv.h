@@ -23,7 +23,9 @@ extern "C" {
 #endif
 
 /** @cond INTERNAL */
-#if defined(ZBUF_UDPSTREAM_UV_BUILDING)
+#if defined(ZBUF_UDPSTREAM_UV_STATIC)
+#define ZBUF_UDPSTREAM_UV_EXPORT
+#elif defined(ZBUF_UDPSTREAM_UV_BUILDING)
 #define ZBUF_UDPSTREAM_UV_EXPORT __attribute__((visibility("default")))
 #else
 #define ZBUF_UDPSTREAM_UV_EXPORT

@@ -119,7 +119,9 @@ extern "C" {
 #endif
 
 /** @cond INTERNAL */
-#if defined(ZBUF_UV_BUILDING)
+#if defined(ZBUF_UV_STATIC)
+#define ZBUF_UV_EXPORT
+#elif defined(ZBUF_UV_BUILDING)
 #define ZBUF_UV_EXPORT __attribute__((visibility("default")))
 #else
 #define ZBUF_UV_EXPORT

@@ -3,9 +3,11 @@
  * @brief Length-prefixed framing over a zbuf byte stream, without copying
  *        the messages.
  *
- * Part of the `zbuf-uv` library, but independent of libuv: it works on any
- * byte stream delivered as zbufs (the libuv adapter's reads, a socket
- * adapter's receives, a test's hand-made chunks).
+ * The `zbuf-frame` library (pkg-config `zbuf-frame`, CMake target
+ * `zbuf::frame`), which needs only the core: it works on any byte stream
+ * delivered as zbufs (the libuv adapter's reads, a socket adapter's
+ * receives, a UDP byte stream, a test's hand-made chunks).  `zbuf-uv`
+ * links it, so its users include this header without naming it.
  *
  * A *frame* is a length field followed by that many payload bytes.  The
  * length field is a fixed-size big- or little-endian integer, or a LEB128
@@ -75,7 +77,9 @@ extern "C" {
 #endif
 
 /** @cond INTERNAL */
-#if defined(ZBUF_UV_BUILDING)
+#if defined(ZBUF_FRAME_STATIC)
+#define ZBUF_FRAME_EXPORT
+#elif defined(ZBUF_FRAME_BUILDING)
 #define ZBUF_FRAME_EXPORT __attribute__((visibility("default")))
 #else
 #define ZBUF_FRAME_EXPORT

@@ -27,9 +27,9 @@
  * other reader of the pool; so while a frame is incomplete the decoder
  * counts the pool buffers its bytes hold and the ones the rest would need
  * at best (the last buffer filled to its end, then whole buffers: a reader
- * that cannot take another buffer fills the one it has, see uv_read.c), and
- * refuses the frame with the sticky -EMSGSIZE once that is more than the
- * limit.  Counting is incremental (new segments only), so a large frame
+ * that cannot take another buffer fills the one it has, see
+ * adapters/uv/uv_read.c), and refuses the frame with the sticky -EMSGSIZE
+ * once that is more than the limit.  Counting is incremental (new segments only), so a large frame
  * arriving in many reads costs O(segments) in all.  Bytes that are not in
  * pool buffers are not counted: their memory is not shared.
  *
