@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_core: what libzbuf's core operations cost, measured side by side with
  * libevent's evbuffer and with plain copying, in one run of one program.

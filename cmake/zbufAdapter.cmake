@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # zbuf_adapter_library(): the two products every library above the core
 # installs, made one way.  From an OBJECT library it builds
 #   <TARGET>          shared lib<OUTPUT>.so on top of the shared core,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Every option of the build, in one place (included first by the top-level
 # CMakeLists.txt).  A component whose option is ON but whose dependency is
 # missing (libuv, liburing, a kernel header) says so at configure time and

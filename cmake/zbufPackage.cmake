@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Debian packages with CPack: `cpack -G DEB` in a build directory configured
 # with -DCMAKE_INSTALL_PREFIX=/usr makes
 #   libzbuf0      the shared libraries (core and every adapter built)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Test programs, made one way for every directory (included by the top-level
 # CMakeLists.txt when ZBUF_BUILD_TESTS is on).  Criterion is looked up here,
 # once; every test directory uses zbuf_add_test_support(), zbuf_add_test()

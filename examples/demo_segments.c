@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * demo_segments: what happens to segments and buffers when zbufs are built,
  * shared, joined, cut and split.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * headers: protocol layers that prepend their headers without copying the
  * payload, and a parser that reads them back across segment boundaries.

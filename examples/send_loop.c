@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * send_loop: an application that sends from a fixed pool of its own buffers
  * and gets each one back through a release callback, never copying a byte.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Memory: the process-wide allocator and the per-thread descriptor caches.
  *

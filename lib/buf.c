@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Buffers: creation in each of the four kinds, reference counting, release.
  *

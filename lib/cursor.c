@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Cursors: sequential reads across segment boundaries.  The common case, a
  * value wholly inside the current segment, is one bounds check and a load;

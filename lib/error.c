@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Version and error names.  libzbuf reports errors as negative errno values
  * (see zbuf/common.h); these names say what each one means *here*, which is

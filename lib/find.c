@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Finding a byte without copying: memchr() run over each segment's memory
  * in turn, from a zbuf offset or from a cursor.  A file segment has no

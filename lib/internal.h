@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Private declarations shared by the files of lib/.  Nothing here is part of
  * the installed API; names are zbuf__ (double underscore) and hidden.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fixed-size buffer pools.  One allocation holds the pool header, the
  * buffer headers and the data (each buffer 64-byte aligned).  A buffer whose

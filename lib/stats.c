@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Counters.  Each thread counts into the block inside its own thread state
  * (internal.h), registered here on first use, so counting never touches a

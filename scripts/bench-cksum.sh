@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The stack's Internet checksum, from a fresh clone: install what is missing,
 # make an optimised build (build/bench) and run bench_cksum, which prints a
 # markdown table of GB/s per implementation (portable = the code before the

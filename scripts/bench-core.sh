@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The core benchmark, from a fresh clone: install what is missing, make an
 # optimised build of the library and bench_core (in build/bench, apart from
 # the test builds), and print its markdown tables: libzbuf (modern API and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The packet-ring benchmarks, from a fresh clone: install what is missing,
 # make an optimised build (build/bench), then run, interleaved round by
 # round on a veth pair between two namespaces each program makes:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The socket adapter's benchmarks, from a fresh clone: install what is
 # missing, make an optimised build of zbuf_blaster / zbuf_blastee (built
 # with the benchmarks even when the examples are off; in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The stack benchmark, from a fresh clone: install what is missing, make an
 # optimised build (build/bench), then run bulk TCP over the in-memory link
 # with the zbuf stack and with lwIP (Debian's liblwip), and Linux TCP over

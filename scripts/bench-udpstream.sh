@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The UDP byte streams' benchmarks, from a fresh clone: install what is
 # missing (libenet-dev for the ENet peer), make an optimised build of
 # bench_udpstream and bench_udpstream_enet in build/bench, run every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The io_uring engine's benchmarks, from a fresh clone: install what is
 # missing, make an optimised build of bench_uring (in build/bench), run every
 # mode side by side on loopback and print the markdown tables of

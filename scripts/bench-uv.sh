@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The libuv adapter benchmarks, from a fresh clone: install what is missing,
 # make an optimised build (in build/bench, apart from the test builds) and
 # print markdown tables:

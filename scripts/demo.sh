@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main demo, from a fresh clone: install what is missing, build, and run
 # the segment demonstrations (tables of segments after insert, dup, cut, split).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the Debian 12 packages libzbuf needs to build, test, benchmark and
 # document itself, if any is missing.  Run as root (CI and the README do).
 set -euo pipefail

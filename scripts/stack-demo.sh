@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Try the bundled TCP/IP stack against the Linux kernel, from a fresh clone.
 #
 # Needs root (it makes a network namespace with a TAP interface; nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stack-wire-hash: the stack's wire behaviour as one hash per scenario, to
  * show that a change meant to be internal (files moved, timers scheduled

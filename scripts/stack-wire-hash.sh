@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Does a change leave the stack's wire behaviour alone?  Builds zbuf-stack
 # from the work tree and from a base revision, runs scripts/stack-wire-hash.c
 # (13 link scenarios: loss, duplication, reordering, delay, MTUs, a small

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole test suite, from a fresh clone: install what is missing, then
 # build and run every test in three configurations:
 #   release   gcc, optimised, jemalloc allocator, -Werror
@@ -47,6 +48,7 @@ runtests() { # name, ctest args...
 
 mkdir -p build
 rc=0
+scripts/check-spdx.sh || rc=1
 build release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX="$root/build/prefix" &&
   runtests release || rc=1
 if [ $quick -eq 0 ]; then

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Every "docs/<page>.md" named in a public header, an example or a page of
 # docs/ must exist (issue 9: frame.h pointed at a docs/benchmarks-uv.md that
 # never was).  Run by CTest: cmake -DROOT=<source dir> -P doc_links.cmake

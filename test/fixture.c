@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fixtures shared by the core unit tests (see fixture.h).
  */

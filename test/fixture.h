@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fixtures shared by the core unit tests: zbufs built from a known byte
  * pattern, counted release callbacks for enrolled caller memory, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The differential model of libzbuf: see model.h for what it checks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A differential model of libzbuf for the randomized test (test_random.c)
  * and the libFuzzer harness (fuzz/fuzz_ops.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "support.h"
 
 static zbuf_stats_t baseline;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the Criterion tests: release-callback counting and the
  * leak check every test file runs in its teardown.

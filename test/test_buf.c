@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Data buffers: library-allocated (zbuf_buf_alloc), enrolled caller memory
  * (zbuf_buf_wrap), file ranges (zbuf_buf_wrap_file), their reference counts,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Getting bytes out by copying: zbuf_copyout().  Every byte it copies is
  * counted in zbuf_stats_t::bytes_copied; a rejected call copies nothing and

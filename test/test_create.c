@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_create(), zbuf_delete(), zbuf_length(), zbuf_seg_count(): the life
  * cycle of a zbuf and when deleting it releases the buffers it referenced.

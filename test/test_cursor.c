@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Cursors: reading integers of every width in both byte orders, and byte
  * runs, across segment boundaries.  A read that does not fit fails with

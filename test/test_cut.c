@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_cut(): deleting a byte range.  Segments that become empty go (their
  * buffers released at once if nobody else holds them), a cut strictly inside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_dup(): a new zbuf sharing a byte range of another.  Nothing is
  * copied, the original is untouched, and a shared buffer is released only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The error convention across the whole API: zbuf_strerror() and
  * zbuf_version(), and every function given a NULL or deleted zbuf, a NULL or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Finding a byte: zbuf_find() over a range and zbuf_cursor_find() from a
  * cursor give the first match, wherever the segment boundaries fall (checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Putting bytes into a zbuf: zbuf_insert_buf() (enrol caller memory),
  * zbuf_insert_ref() (share a buffer), zbuf_insert_copy() (copy), zbuf_insert()

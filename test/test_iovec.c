@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_iovec(): describing a byte range as struct iovec entries pointing
  * into the zbuf's own memory, for writev()/sendmsg(), without copying.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Buffer pools: a fixed number of equal buffers, taken with zbuf_pool_get()
  * and given back when the last reference goes.  Exhaustion is -ENOBUFS; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Copying on request: zbuf_pullup() (make a range contiguous), zbuf_peek()
  * (look at a range, copying only when it spans segments), zbuf_writable()

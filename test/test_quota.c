@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pool quotas: one consumer's share of a shared pool.  A quota counts the
  * buffers taken through it until they are back in the pool (however many

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pool quotas across threads: buffers taken through a quota on one thread
  * and given back on others are uncharged there, the callback runs on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Randomized differential test: long random sequences of every core
  * operation run against libzbuf and against the byte-array model of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Room around the bytes: zbuf_headroom(), zbuf_tailroom(),
  * zbuf_prepend_space(), zbuf_append_space() and the receive path's

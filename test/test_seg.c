@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Segment handles: walking (first/last/next/prev), finding the segment of a
  * byte, what a segment says about itself (data, length, buffer, offset in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_split() and zbuf_split_head(): cutting a zbuf in two at an offset by
  * moving segments.  A segment straddling the offset is split into two that

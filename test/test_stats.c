@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Process-wide counters: live objects come back to where they started, every
  * copied byte is counted exactly once, zero-copy paths count nothing, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Cross-thread use: zbufs on different threads that share buffers, and a
  * pool whose buffers are taken on one thread and come back on others.

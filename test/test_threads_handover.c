@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Biased reference counting across threads: the hand-over cases.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Tests that cross threads and run under ThreadSanitizer in CI.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Length-prefixed framing over a zbuf stream.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbufs over Linux sockets: gather sends, datagrams, pool receives,
  * MSG_ZEROCOPY completions and sendfile.

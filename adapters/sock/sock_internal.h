@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Private declarations of the socket adapter (zbuf-sock).  Names are
  * zbuf__sock_ (double underscore) and hidden.

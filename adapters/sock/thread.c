@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The completion watcher: one background thread per process, started with
  * the first watch added and gone when the last one is removed.  It waits on

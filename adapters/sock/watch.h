@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The completion watcher (thread.c): a background thread that waits for
  * EPOLLERR on registered descriptors and runs each one's callback.  It knows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The engine's common half: options, the run loop, send queues, socket and
  * buffer-ring life cycles, wake-ups and the fallback decision.  The two

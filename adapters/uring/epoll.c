@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The epoll machinery of zbuf-uring: the engine's fallback where io_uring
  * is unusable, made of zbuf-sock's public calls.

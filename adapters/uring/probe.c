@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_uring_probe(): what io_uring allows this process, found by trying
  * each feature once on a small ring of its own and an AF_UNIX socket pair

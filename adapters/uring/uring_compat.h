@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io_uring constants newer than the liburing headers of Debian 12
  * (liburing 2.3, kernel headers of 6.1), with the kernel's values.  Each

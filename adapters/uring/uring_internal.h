@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Private declarations of zbuf-uring.  Internal non-static names are
  * zbuf__uring_ (double underscore) and hidden.

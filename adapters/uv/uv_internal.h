@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Private helpers shared by the files of the libuv adapter.  Nothing here is
  * installed; names are zbuf_uv__ and hidden.

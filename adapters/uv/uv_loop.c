@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Per-loop accounting: one record per libuv loop that has adapter streams,
  * so that zbuf_uv_stats() can say what the streams of a loop hold.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * UDP: a zbuf goes out as one datagram through a gathering sendmsg(), and
  * datagrams come in as zbufs whose single segment lies in a pool buffer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * VxWorks zbufLib compatibility layer (see include/zbuf/vxworks.h).
  *

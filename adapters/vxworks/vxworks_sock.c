@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The VxWorks zbufSockLib routines over the socket adapter.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program outside the libzbuf tree that links the framing codec only,
  * zbuf-frame, found through find_package(zbuf) (target zbuf::frame) or

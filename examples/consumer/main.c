@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program outside the libzbuf tree: it finds the installed library through
  * CMake's find_package(zbuf) or through pkg-config, and proves it links by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program outside the libzbuf tree that links one adapter only,
  * zbuf-stack-uv, found through find_package(zbuf) (target zbuf::stack_uv)

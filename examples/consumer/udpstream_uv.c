@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program outside the libzbuf tree that links one adapter only,
  * zbuf-udpstream-uv, found through find_package(zbuf) (target

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program outside the libzbuf tree using the installed io_uring engine,
  * found through find_package(zbuf) (target zbuf::uring) or pkg-config

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program outside the libzbuf tree written against the VxWorks names, as a
  * ported VxWorks program is: one include, <zbuf/vxworks.h>, and one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/alloc.h
  * @brief Pluggable memory allocator and the per-thread descriptor caches.

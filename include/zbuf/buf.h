@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/buf.h
  * @brief Data buffers: the shared, reference-counted memory behind segments.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/common.h
  * @brief Export macro, version, error convention and limits shared by every

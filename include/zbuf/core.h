@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/core.h
  * @brief zbufs: byte sequences made of segments that share buffers.

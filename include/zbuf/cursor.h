@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/cursor.h
  * @brief Reading integers and bytes across segment boundaries.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/pool.h
  * @brief Fixed-size buffer pools for receive paths.

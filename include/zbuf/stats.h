@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/stats.h
  * @brief Process-wide counters: bytes copied, live objects.

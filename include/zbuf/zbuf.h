@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/zbuf.h
  * @brief Umbrella header: everything of the core library.

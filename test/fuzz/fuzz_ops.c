@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: the input bytes are read as a sequence of operations on
  * a small population of zbufs (every choice of operation, slot, offset and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The framing codec on its own: round trips for every length encoding,
  * frames split at every byte position (headers straddling segments),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_packet: packet rings against ordinary packet-socket calls, on a
  * veth pair between two anonymous network namespaces this program makes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf-packet-dump: print the frames arriving on an interface, tcpdump-like
  * but without parsing beyond Ethernet, straight out of the receive ring.

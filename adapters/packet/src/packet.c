@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf-packet: the socket side.  Opens an AF_PACKET socket on an interface,
  * sets up and maps the rings (the walkers in rx.c and tx.c do the rest),

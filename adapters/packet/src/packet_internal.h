@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internals of zbuf-packet: the ring walkers (rx.c, tx.c), which know the
  * TPACKET frame and block layouts but no socket, and the socket side

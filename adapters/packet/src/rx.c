@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The receive ring walker: TPACKET_V2 frames and TPACKET_V3 blocks, lent
  * to the caller as zbufs or copied into pool buffers.  No system call here;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The transmit ring walker: fills slots strictly in ring order, marks a
  * slot only once its bytes and length are written, and follows the

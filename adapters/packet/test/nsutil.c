@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Network namespaces for the packet tests: see nsutil.h. */
 #define _GNU_SOURCE
 #include "nsutil.h"

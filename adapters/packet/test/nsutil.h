@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Network namespaces for the packet tests: two anonymous namespaces joined
  * by a veth pair (v0 in A, v1 in B).  Anonymous (unshare, no `ip netns`

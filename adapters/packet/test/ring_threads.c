@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Loans returned on another thread: the walker and a simulated kernel run
  * on the main thread, a second thread deletes the frames (so the release

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The simulated kernel of ringsim.h. */
 #define _GNU_SOURCE
 #include "ringsim.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A simulated kernel for the ring walkers: plays the kernel's side of
  * PACKET_RX_RING (V2 frames, V3 blocks) and PACKET_TX_RING on ordinary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Property tests of the ring walkers against a simulated kernel (ringsim.c)
  * playing random status sequences: random frame lengths and flags

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf-packet on real rings: a veth pair between two network namespaces
  * this test makes (anonymous: they vanish with the test process, however

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sock_overhead: what a zbuf send adds in user space to the system call it
  * makes, measured without the system call: the blaster's per-message work

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Tables of scripts/bench-sock.sh: reads results.csv, prints markdown
 tables (medians; gains as the median over repetitions of the ratio measured
 within one repetition, so that drift in machine load cancels) and writes the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Run a blaster against a blastee on loopback for a moment in every mode and
 # check that each side moved the same bytes.  Used by ctest.
 #   run_pair.sh modern|vxworks BLASTER BLASTEE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_blastee: accept one TCP connection, receive until the sender stops,
  * and print the throughput every interval, like the 1995 tcpBlastee, in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_blaster: send one message over and over on a TCP connection and
  * print the throughput every interval, like the 1995 tcpBlaster, in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers of the socket adapter's tests: loopback socket pairs, a byte
  * pattern whose every offset is checkable, a draining reader thread, and

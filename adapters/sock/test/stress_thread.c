@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Completion-thread stress, a plain program (not Criterion: Criterion's
  * forking runner cannot start under ThreadSanitizer, see Criterion issue
- * #274), registered as the test sock_thread_stress with the label "threads"
+ * #274), registered as the test sock_stress_thread with the label "threads"
  * so that scripts/test.sh runs it in the TSan build.
  *
  * Three senders on three loopback connections send zero-copy messages made

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Datagram sockets: one zbuf is one datagram, sendmmsg batches, pool
  * receives with the sender's address, recvmmsg batches.  Loopback UDP.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * File segments (zbuf_buf_wrap_file): sendfile() for them, gather writes for
  * the memory around them, in order, without a user-space copy.

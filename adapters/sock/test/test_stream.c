@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Stream sockets: gather sends of every segment layout, blocking and
  * non-blocking, partial writes, EAGAIN, EINTR, a peer reset mid-stream, and

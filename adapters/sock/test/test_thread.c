@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The background completion thread: release callbacks run without the
  * program calling back, so a program that waits in its own buffer pool for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * MSG_ZEROCOPY through a socket handle: references kept until the kernel's
  * notification, the COPIED fallback on loopback, id ranges (out of order,

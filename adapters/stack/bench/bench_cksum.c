@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_cksum: the Internet checksum of the stack (adapters/stack/src/cksum.c)
  * in GB/s, each implementation side by side with the previous one (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_lwip: the same bulk TCP transfer as bench_stack, with lwIP's raw API
  * (Debian's liblwip, used as packaged) between two interfaces of one lwIP

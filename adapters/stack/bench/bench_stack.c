@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_stack: bulk TCP throughput of the zbuf stack between two instances
  * over the in-memory link, one thread, and Linux TCP over loopback with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the stack's benchmarks share: the clocks they measure with and the
  * sort of their per-run results.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf-stack-demo: the zbuf TCP/IP stack on a Linux TAP interface.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * In-memory point-to-point Ethernet link between two interfaces, with loss,
  * duplication, reordering and delay.

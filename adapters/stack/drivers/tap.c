@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Linux TAP driver: /dev/net/tun with IFF_TAP | IFF_NO_PI, non-blocking.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running the zbuf stack in a libuv loop (<zbuf/ip_uv.h>).
  *

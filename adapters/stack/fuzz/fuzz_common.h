@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared set-up of the stack's libFuzzer harnesses: one stack on a
  * capturing driver (sent frames are checked and dropped), checksums not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: one Ethernet frame into a fresh stack, then timers. */
 #include "fuzz_common.h"
 

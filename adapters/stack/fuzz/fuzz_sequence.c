@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer: a sequence of frames with time steps, so that TCP state
  * machines are driven through many segments.  Records:

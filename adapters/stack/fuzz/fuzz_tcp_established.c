@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer: one TCP connection past its handshake, driven by a program of
  * steps relative to the live state, so that the established-state code

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Write the seed corpora of the stack's fuzz harnesses (needs scapy).
 
 corpus/frame/*     one Ethernet frame each (fuzz_frame)

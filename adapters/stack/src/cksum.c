@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internet checksums over zbuf segments, and the keyed hash for initial
  * sequence numbers.

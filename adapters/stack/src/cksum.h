@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The implementations of the flat Internet checksum (cksum.c), for the
  * checksum tests and benchmark; the stack itself only uses the functions in

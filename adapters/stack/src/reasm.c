@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * IPv4 fragment reassembly (RFC 791), without copying a payload byte.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Socket-like convenience layer over the TCP callback API.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stack object, interfaces, and the layers below TCP: Ethernet II, ARP,
  * IPv4, ICMP echo and UDP.

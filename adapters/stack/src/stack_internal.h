@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Private declarations of the zbuf TCP/IP stack.  Names are zbuf_ip__
  * (double underscore) and hidden.

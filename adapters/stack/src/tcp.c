@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TCP (RFC 9293) with RFC 5961 (blind in-window attacks), RFC 6298 (RTO,
  * Karn), RFC 5681 (congestion control), RFC 7323 (window scaling,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NewReno congestion control (RFC 5681, RFC 6582) behind struct
  * zbuf_ip__tcp_cc: slow start with an increase of at most one segment per

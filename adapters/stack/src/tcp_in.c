@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TCP input: a segment's header parsed and checked, the connection found,
  * and the state machine (RFC 9293 3.10.7) run on it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TCP's receive side: what received payload costs, its delivery to the
  * application, the out-of-order queue, and the SACK (RFC 2018) and D-SACK

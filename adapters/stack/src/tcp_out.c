@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TCP output: segments built from the send queue, and what goes next.
  *

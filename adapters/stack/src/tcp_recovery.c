@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TCP loss recovery: the sender's scoreboard and what it tells.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * SYN cookies: a listener whose backlog is full (or that finds no free PCB)
  * answers a SYN without keeping anything, and rebuilds the connection from

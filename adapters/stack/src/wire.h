@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wire formats the stack speaks, named once: header sizes, type and
  * protocol numbers, flag bits, TCP option kinds, and big-endian accessors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "attack.h"
 
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An attacker on the in-memory link, for the hardening tests.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The attacks of issue 10, from the kernel side of the stack's TAP interface.
 
   attack_scapy.py CLASS IFACE STACK_MAC STACK_IP [--check]

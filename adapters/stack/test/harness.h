@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helpers of the stack: a virtual clock, two stacks joined by an
  * in-memory link and run until a condition holds, a capturing driver for

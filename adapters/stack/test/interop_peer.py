@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Kernel-side peer of the stack's interop tests.
 
   interop_peer.py client HOST PORT NBYTES   connect, send NBYTES of random data,

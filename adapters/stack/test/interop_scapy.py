@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Feed the stack malformed frames from the kernel side of its TAP interface
 (the packet classes behind AMNESIA:33 and Ripple20), then check it still
 answers: an option-loop SYN must get a SYN-ACK, ping and TCP echo must work.

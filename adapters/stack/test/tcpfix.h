@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A TCP end point for tests: counts every callback, keeps what it received. */
 #ifndef ZBUF_STACK_TEST_TCPFIX_H
 #define ZBUF_STACK_TEST_TCPFIX_H

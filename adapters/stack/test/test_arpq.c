@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Datagrams waiting for ARP: queued whole, cut into fragments only when the
  * next hop's address is known, bounded by datagrams and by bytes. */
 #include <errno.h>

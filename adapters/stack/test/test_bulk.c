@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bulk TCP both ways between two stacks over an impaired in-memory link:
  * byte-exact delivery, every release callback exactly once, no byte copied
  * by the library. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checksums over zbuf segments, and the keyed hash behind ISNs. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The attacks of issue 10 on the in-memory link, one test per class, each
  * ending with the same check: A answers a ping within a second and a new

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The attacks of issue 10 over TAP: the stack (192.0.2.2, reading into a
  * pool of TAP_POOL buffers) runs the demo's echo services in a network

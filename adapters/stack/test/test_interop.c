@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Interop with the Linux kernel: each test makes its own network namespace
  * with a TAP device (192.0.2.1 kernel side, 192.0.2.2 the stack), runs the
  * stack on it and has the kernel's own tools talk to it.  Skipped with a

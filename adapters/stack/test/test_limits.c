@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Limits on what a peer controls: connections, listen queues, ARP entries,
  * PCB tables; and TIME_WAIT reuse. */
 #include <stdio.h>

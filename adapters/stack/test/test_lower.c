@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ethernet, ARP, IPv4, ICMP and UDP on crafted frames, and between two
  * stacks over the in-memory link. */
 #include <errno.h>

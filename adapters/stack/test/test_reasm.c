@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* IPv4 fragment reassembly (crafted fragments into one stack) and
  * fragmentation on output (between two stacks over the in-memory link). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Loss recovery (RACK-TLP, SACK, PRR) and timestamps (RFC 7323) against a
  * crafted peer that offers what Linux offers: MSS, SACK-permitted,
  * timestamps, window scale.  Time is the harness's virtual clock; the peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The socket-like convenience layer over two stacks and the in-memory link. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stress: many concurrent connections both ways over an impaired link,
  * connection churn through the PCB table, and a SYN flood on a listener.
  * Every loop is bounded in steps and in virtual time, so a hang fails. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TCP between two stacks over the in-memory link: the state machine, the
  * buffer contract, the timers. */
 #include "support.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TCP against crafted segments: options, RFC 5961 checks, malformed input. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers of the tests that run the stack against the Linux kernel: a
  * private network namespace, shell commands, child processes, and a loop

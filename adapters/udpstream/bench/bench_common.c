@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The drivers of the two benchmark scenarios; see bench_common.h. */
 #include "bench_common.h"
 

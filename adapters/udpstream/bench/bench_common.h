@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the UDP byte-stream benchmark programs share (scripts/bench-udpstream.sh
  * runs them):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* zbuf-udpstream (zero-copy, copying, adaptive modes) and kernel TCP with
  * TCP_NODELAY, in the scenarios of bench_common.h. */
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ENet (Debian's libenet-dev) in the scenarios of bench_common.h: one
  * reliable channel; the client's sends use ENET_PACKET_FLAG_NO_ALLOCATE
  * (ENet's zero-copy send), the server echoes the packet it received. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Seeds of fuzz_dgram: record sequences (see fuzz_dgram.c) of valid
 datagrams of a stream whose peer identifier the harness fills in."""
 import os

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The socket transport's UDP GRO receive path.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Private declarations of zbuf-udpstream.  Nothing here is installed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The copying mode's rings (see internal.h).  A chunk is reused only when
  * its reference count is back to the ring's own reference: a slice still

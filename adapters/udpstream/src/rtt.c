@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Round-trip estimation and congestion control, each behind a small
  * interface so that the connection code only says what happened.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The connection: one reliable byte stream between two UDP endpoints.
  *

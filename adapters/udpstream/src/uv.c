@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The libuv driver of a stream: a poll handle on the socket, a timer for
  * the stream's deadlines, and a prepare handle that re-arms both before

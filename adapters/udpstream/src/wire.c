@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The datagram format (see internal.h for the layout).  Parsing looks at
  * the header in place when it lies in one segment, as it does for every

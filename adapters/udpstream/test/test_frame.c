@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Messages on top of the byte stream: the framing codec of <zbuf/frame.h>
  * (public API of zbuf-uv) marks boundaries; the stream keeps the bytes in
  * order under loss and reordering; the decoder gives the messages back

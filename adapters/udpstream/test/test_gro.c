@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The UDP GRO receive path of the socket transport, against a peer the
  * test plays by hand on loopback (its own socket, datagrams forged field
  * by field, runs sent as UDP GSO so that the stream's GRO socket gets them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streams over the bundled stack's UDP: two stacks joined by the
  * in-memory link, which injects loss, duplication and reordering, on a
  * virtual clock; the same stream code as over kernel sockets. */

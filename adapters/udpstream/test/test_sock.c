@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streams over kernel UDP sockets (the built-in transport through
  * zbuf-sock): loopback transfers in both modes, through an in-process
  * lossy relay (loss, duplication, reordering; the relay forwards plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stream protocol on a virtual network (custom transport, virtual
  * clock): byte-exact transfers in every mode and layout under loss,
  * duplication and reordering; flow control; keepalive; close and abort;

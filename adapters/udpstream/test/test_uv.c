@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The libuv driver: two streams on loopback sockets, both driven by one
  * libuv loop only (no manual process() call); the writer writes from its
  * event callback, the reader checks every byte, both close cleanly. */

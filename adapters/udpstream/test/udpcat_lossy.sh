@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # zbuf-udpcat round-trips a file in a private network namespace where
 # nftables drops 5 % of the datagrams at random on input (both ways, as
 # they all cross lo).  Exit 77 (skip) without root, unshare or nftables.

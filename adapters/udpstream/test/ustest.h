@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers of the udpstream tests:
  *  - a virtual network: two streams on custom transports joined by queues

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf-udpcat: a file over a reliable UDP byte stream (zbuf-udpstream).
  *

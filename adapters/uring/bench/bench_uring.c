@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_uring: the io_uring engine against the epoll path, MSG_ZEROCOPY and
  * plain copying sends, on loopback (scripts/bench-uring.sh runs it; results

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Tables of scripts/bench-uring.sh: reads results.txt (key=value lines),
 prints the markdown tables of docs/benchmarks.md (section io_uring):
 medians over repetitions; ratios as the median over repetitions of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uring_echo: an echo server and its client, both running entirely on one
  * zbuf-uring engine (io_uring where the kernel allows it, the epoll path

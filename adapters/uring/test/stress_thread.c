@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Threads meeting the engine, for ThreadSanitizer (plain C: Criterion's
  * runner cannot start under TSan).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The engine itself: the probe and the fallback to the epoll path (asked
  * for, by the environment, and by a seccomp policy as in containers), a

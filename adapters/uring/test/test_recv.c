@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Receiving into buffers of a provided ring fed from a pool: every byte
  * arrives once, in order; an application that holds every buffer stops

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sending through the engine: every byte arrives, in order, whatever the
  * sizes and segment layouts; release callbacks run exactly once and never

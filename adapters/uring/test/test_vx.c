@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The VxWorks zbufSockLib routines running on the io_uring engine
  * (zbuf_uring_vx_init()): the same contract as on their own path

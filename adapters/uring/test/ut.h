@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers of zbuf-uring's tests: an engine of either machinery (io_uring
  * tests skip, saying why, where io_uring is unusable), running it until a

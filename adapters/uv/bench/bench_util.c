@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE /* RUSAGE_THREAD, program_invocation_short_name */
 #include "bench_util.h"
 

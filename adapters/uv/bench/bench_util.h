@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the libuv adapter's benchmark programs: clocks, a fatal
  * error exit, and a receive pool touched up front.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_uv_echo: framed echo throughput over loopback TCP, 1 KiB to 1 MiB
  * messages, a zbuf server against a copying one.

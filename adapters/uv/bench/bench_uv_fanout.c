@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_uv_fanout: a pub/sub broker fanning 64 KiB messages out to 16
  * subscribers over loopback TCP, zbuf dup against copying.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Run uv_pubsub_broker with small limits, point uv_pubsub_load at it (good
 # publishers and subscribers, a slow subscriber, resetting subscribers,
 # malformed and slowloris clients), then stop the broker with SIGTERM: it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uv_echo_client: sends framed messages to uv_echo_server, checks every
  * echo byte for byte, and prints the round-trip throughput.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uv_echo_server: a framed echo server on libuv and zbufs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uv_pubsub_broker: a publish/subscribe broker over TCP that fans every
  * message out by reference, and stands up to slow, resetting, malformed and

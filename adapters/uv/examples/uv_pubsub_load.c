@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uv_pubsub_load: the load client of uv_pubsub_broker, with the clients a
  * broker meets in real life, all on one libuv loop:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The framing codec on a real loop: frames written with every possible
  * split point arrive whole, many frames of many sizes survive arbitrary

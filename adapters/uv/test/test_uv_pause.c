@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pool exhaustion, event-driven: a reader paused on a dry pool sleeps (no
  * timer, no polling) until a buffer comes back, resumes in the same loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pool exhaustion across threads: the zbufs a paused reader received are
  * deleted on another thread, whose return of the last reference runs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Write queues of adapter streams, on real loops: high- and low-water marks
  * with a drain callback that runs once per crossing, and the per-loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Reading streams as zbufs on a real loop: EOF and resets reported once,
  * pool exhaustion paused and resumed without losing a byte, small reads

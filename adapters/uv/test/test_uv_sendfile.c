@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * File segments (zbuf_buf_wrap_file()) written to streams with sendfile(2):
  * in order with the memory segments around them and with writes queued

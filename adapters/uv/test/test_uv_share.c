@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a reading stream holds of a shared pool, on real loops: an idle
  * connection whose bytes were handled holds no buffer (issue 9, bug 1); a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * UDP through the adapter on loopback: a zbuf of many segments leaves as one
  * datagram, datagrams arrive as zbufs in pool buffers, truncation and pool

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf_uv_write() and friends on a real loop: byte-exact delivery over
  * loopback TCP, Unix domain sockets and anonymous pipes for many segment

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "uvt.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers for the libuv adapter's tests: a loop per test with a time bound,
  * connected stream pairs over loopback TCP, Unix domain sockets and

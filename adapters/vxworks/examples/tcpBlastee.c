@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tcpBlastee.c - TCP blastee, with or without zbuf sockets */
 
 /*

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tcpBlaster.c - TCP blaster, with or without zbuf sockets */
 
 /*

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vxworks_demo: VxWorks zbufLib code, unchanged but for its #include line.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * VxWorks free routines across threads (biased reference counting, see
  * test/test_threads_handover.c for the core's cases): a zbuf made with

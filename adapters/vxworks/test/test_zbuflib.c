@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The VxWorks zbufLib compatibility layer (<zbuf/vxworks.h>) against its
  * contract: (segment, offset) addressing, insertion points, cut/split/dup

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The VxWorks zbufSockLib layer: ownership of sent zbufs, free routines
  * exactly once, EWOULDBLOCK leaves the zbuf (or buffer) with the caller,

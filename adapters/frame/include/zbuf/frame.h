@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/frame.h
  * @brief Length-prefixed framing over a zbuf byte stream, without copying

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/packet.h
  * @brief Raw Ethernet frames between a network interface and zbufs, through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/sock.h
  * @brief zbufs over Linux sockets: gather sends, pool receives, MSG_ZEROCOPY

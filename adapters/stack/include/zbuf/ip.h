@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/ip.h
  * @brief A small TCP/IP stack whose only packet buffer is the zbuf.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/ip_opts.h
  * @brief Compile-time options of the zbuf TCP/IP stack: every limit on what a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The zbuf stack driven by a libuv loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stack driven by a libuv loop (zbuf_ip_uv_*): two stacks over the
  * in-memory link, on the real clock, with nothing but uv_run() calling
  * into them. */

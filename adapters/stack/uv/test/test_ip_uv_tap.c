@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stack on a TAP interface driven by a libuv loop, against the Linux
  * kernel in a network namespace of its own (each Criterion test runs in a
  * forked process; unshare(CLONE_NEWNET) moves that process only).  The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "uvpair.h"
 
 #include <stdlib.h>

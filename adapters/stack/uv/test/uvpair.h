@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helpers of zbuf-stack-uv: a libuv loop with a watchdog, two stacks on
  * the real clock joined by an in-memory link and attached to the loop, and a

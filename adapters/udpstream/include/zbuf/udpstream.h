@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/udpstream.h
  * @brief Reliable byte streams over UDP, zero copy both ways.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/udpstream_uv.h
  * @brief Drive a UDP byte stream (<zbuf/udpstream.h>) from a libuv loop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/uring.h
  * @brief An io_uring engine for zbufs: zero-copy sends released by the

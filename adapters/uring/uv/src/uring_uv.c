@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * zbuf-uring driven by a libuv loop: three handles per attachment.
  *

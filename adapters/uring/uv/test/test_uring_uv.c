@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An engine driven by a libuv loop: an echo server on the engine (accept,
  * receive, send back) while a client thread writes and reads plain

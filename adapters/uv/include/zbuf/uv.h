@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/uv.h
  * @brief libuv adapter: write zbufs to streams and UDP handles without

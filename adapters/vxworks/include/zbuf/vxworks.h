@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/vxworks.h
  * @brief VxWorks 5.x compatibility: the `zbufLib` routines, names and types.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/vxworks_sock.h
  * @brief VxWorks 5.x compatibility, second half: the `zbufSockLib` routines.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_stack_packet: the zbuf stack over packet rings (a veth pair) against
  * the stack over TAP, bulk TCP to a Linux kernel peer, in anonymous network

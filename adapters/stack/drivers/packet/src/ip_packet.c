@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stack's link driver over packet rings: see <zbuf/ip_packet.h>.
  *

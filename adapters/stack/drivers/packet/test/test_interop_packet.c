@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stack over packet rings against the Linux kernel: a veth pair between
  * two anonymous network namespaces (see adapters/packet/test/nsutil.h): the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/ip_uv.h
  * @brief Run a zbuf TCP/IP stack (<zbuf/ip.h>) inside a libuv loop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/uring_uv.h
  * @brief Drive a zbuf-uring engine from a libuv loop.

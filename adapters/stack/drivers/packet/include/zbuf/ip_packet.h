@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file zbuf/ip_packet.h
  * @brief A link driver of the zbuf TCP/IP stack over packet rings
