@@ -1015,6 +1015,35 @@ static void set_peer_mss(zbuf_udpstream_t *s, uint32_t peer_mss)
     s->mss = peer_mss < s->rx_mss ? peer_mss : s->rx_mss;
 }
 
+/* A listening stream's first datagram: a connection request from a new
+ * peer, whose address and identifier the stream keeps from now on. */
+static int input_listen(zbuf_udpstream_t *s, struct zus_rx *rx, const struct zus_hdr *h,
+                        const struct sockaddr *from, socklen_t fromlen, uint64_t now)
+{
+    struct zus_hello hl;
+    if (h->type != ZUS_SYN || h->cid != 0 || hello_from(rx, h, &hl) < 0 || from == NULL ||
+        fromlen > sizeof s->peer || fromlen == 0) {
+        s->st.wrong_peer++;
+        rx_drop(rx);
+        return -ESRCH;
+    }
+    memcpy(&s->peer, from, fromlen);
+    s->peerlen = fromlen;
+    s->peer_cid = hl.src_cid;
+    s->rcv_nxt = h->sn;
+    set_peer_mss(s, hl.mss);
+    s->peer_wnd = h->wnd;
+    s->peer_edge = s->snd_una + h->wnd;
+    s->ts_recent = h->ts;
+    s->state = ST_SYN_RCVD;
+    s->last_rx_us = now;
+    s->hs_deadline = now + hs_interval(s);
+    s->ack_now = true;
+    s->st.dgrams_rx++;
+    rx_drop(rx);
+    return 0;
+}
+
 static int input(zbuf_udpstream_t *s, struct zus_rx *rx, const struct sockaddr *from,
                  socklen_t fromlen, bool ack_only)
 {
@@ -1027,29 +1056,8 @@ static int input(zbuf_udpstream_t *s, struct zus_rx *rx, const struct sockaddr *
     }
     uint64_t now = now_us(s);
     struct zus_hello hl;
-    if (s->state == ST_LISTEN) {
-        if (h.type != ZUS_SYN || h.cid != 0 || hello_from(rx, &h, &hl) < 0 || from == NULL ||
-            fromlen > sizeof s->peer || fromlen == 0) {
-            s->st.wrong_peer++;
-            rx_drop(rx);
-            return -ESRCH;
-        }
-        memcpy(&s->peer, from, fromlen);
-        s->peerlen = fromlen;
-        s->peer_cid = hl.src_cid;
-        s->rcv_nxt = h.sn;
-        set_peer_mss(s, hl.mss);
-        s->peer_wnd = h.wnd;
-        s->peer_edge = s->snd_una + h.wnd;
-        s->ts_recent = h.ts;
-        s->state = ST_SYN_RCVD;
-        s->last_rx_us = now;
-        s->hs_deadline = now + hs_interval(s);
-        s->ack_now = true;
-        s->st.dgrams_rx++;
-        rx_drop(rx);
-        return 0;
-    }
+    if (s->state == ST_LISTEN)
+        return input_listen(s, rx, &h, from, fromlen, now);
     if (!same_addr(&s->peer, from, fromlen)) {
         s->st.wrong_peer++;
         rx_drop(rx);
