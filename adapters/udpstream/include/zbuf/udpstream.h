@@ -54,7 +54,7 @@
  * `-ETIMEDOUT`.  zbuf_udpstream_shutdown() sends a FIN after the queued
  * bytes; the stream is closed when both directions have ended and a short
  * TIME_WAIT has passed.  The wire format is described in
- * adapters/udpstream/README.md.
+ * docs/udpstream.md.
  *
  * ### Driving a stream
  *
