@@ -119,8 +119,8 @@ UT_BOTH(send, stream_every_size_and_layout_arrives_exactly_adaptive)
     sizes_and_layouts(be, ZBUF_URING_SOCK_ZEROCOPY);
 }
 
-/* Many small zbufs queued at once go out in few requests (io_uring) and
- * arrive in order. */
+/* Many small zbufs queued at once go out in few requests (an io_uring
+ * request or a gathered sendmsg() per batch) and arrive in order. */
 UT_BOTH(send, many_small_zbufs_are_batched_and_ordered)
 {
     zbuf_uring_t *u = ut_engine(be);
@@ -145,8 +145,10 @@ UT_BOTH(send, many_small_zbufs_are_batched_and_ordered)
     zbuf_uring_sock_stats_t st;
     zbuf_uring_sock_get_stats(s, &st);
     cr_assert_eq(st.messages_sent, 5000);
-    if (be == ZBUF_URING_BACKEND_IO_URING)
-        cr_assert_leq(st.sends, 10, "5000 zbufs took %llu requests", (unsigned long long)st.sends);
+    /* io_uring: one request per batch; epoll: one gathered sendmsg() per
+     * 1024 iovecs at most, more only when the socket buffer fills. */
+    unsigned most = be == ZBUF_URING_BACKEND_IO_URING ? 10 : 100;
+    cr_assert_leq(st.sends, most, "5000 zbufs took %llu requests", (unsigned long long)st.sends);
     close_and_wait(u, s);
     st_reader_join(&r);
     cr_assert_eq(r.got, off);
