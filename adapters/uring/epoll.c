@@ -67,6 +67,19 @@ static int ep_submit(zbuf_uring_t *u)
     return 0;
 }
 
+/* After zero-copy notifications: whether zbuf-sock still asks for zero
+ * copy (a "copied" notification turns it off).  Once it is off for good
+ * (no reprobe), sends skip the handle and are gathered like plain ones. */
+static void zc_refresh(struct zbuf_uring_sock *s)
+{
+    if (!s->zc_on || s->opts.reprobe_after != 0 ||
+        (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY_ALWAYS))
+        return;
+    zbuf_sock_stats_t st;
+    zbuf_sock_get_stats(s->h, &st);
+    s->zc_on = st.zerocopy_on;
+}
+
 /* zbuf-sock's events: count the bytes it released. */
 static void on_sock_event(zbuf_sock_t *h, const zbuf_sock_event_t *ev, void *arg)
 {
@@ -156,7 +169,8 @@ static ssize_t send_gathered(struct zbuf_uring_sock *s)
     size_t bytes;
     bool file_front;
     /* A message that may go zero copy is not swept into a copying send. */
-    size_t stop_at = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) ? s->opts.zc_min : SIZE_MAX;
+    size_t stop_at = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_on ? s->opts.zc_min
+                                                                          : SIZE_MAX;
     unsigned n = zbuf__uring_gather(s, stop_at, &bytes, &file_front);
     if (n == 0)
         return 0;
@@ -189,7 +203,8 @@ static void send_stream(struct zbuf_uring_sock *s)
         int f = m->flags | MSG_DONTWAIT | (m->next != NULL ? MSG_MORE : 0);
         /* The handle only when zero copy may be asked for: its locks and
          * events cost what a small copying send is worth. */
-        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && len >= s->opts.zc_min;
+        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_on &&
+                      len >= s->opts.zc_min;
         ssize_t r = handle ? 0 : send_gathered(s);
         if (r > 0)
             continue;
@@ -238,7 +253,7 @@ static void send_dgrams(struct zbuf_uring_sock *s)
                 memcpy(&msgs[n].addr, m->addr, m->addrlen);
             n++;
         }
-        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) != 0;
+        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_on;
         int r = handle ? zbuf_sock_sendmmsg(s->h, msgs, n, flags | MSG_DONTWAIT)
                        : zbuf_sock_sendmmsg_fd(s->fd, msgs, n, flags | MSG_DONTWAIT);
         if (r == -EMSGSIZE && s->zc_capable) {
@@ -492,8 +507,10 @@ static int ep_wait(zbuf_uring_t *u, int timeout_ms)
             u->st.wakes++;
             continue;
         }
-        if ((e & EPOLLERR) && s->h != NULL && zbuf_sock_complete(s->h) > 0)
+        if ((e & EPOLLERR) && s->h != NULL && zbuf_sock_complete(s->h) > 0) {
             e &= ~(uint32_t)EPOLLERR; /* zero-copy notifications, not an error */
+            zc_refresh(s);
+        }
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
             s->rx_ready = true;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR))
