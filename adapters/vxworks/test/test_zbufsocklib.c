@@ -154,7 +154,11 @@ Test(vxworks, a_failed_send_still_frees_the_buffer_once)
     struct linger lg = { 1, 0 };
     setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(b); /* reset */
-    usleep(10000);
+    /* Wait until the reset has reached `a` (readable with an error): on a
+     * loaded machine the loopback may deliver it later than any fixed sleep,
+     * and the sends below would then all go into the socket buffer. */
+    struct pollfd pf = { .fd = a, .events = POLLIN };
+    cr_assert_eq(poll(&pf, 1, 10000), 1, "the reset never arrived");
     atomic_store(&freed, 0);
     char *buf = pattern_buf(1000, 0);
     int r = OK;
