@@ -13,8 +13,7 @@
  *       MODE: copy            send() of one buffer per message (BSD sockets)
  *             sock            the socket adapter's path as an application
  *                             drives it: zbuf_sock_send_fd() of each zbuf
- *                             (one sendmsg() each), poll() when the socket
- *                             buffer is full
+ *                             (one sendmsg() each) on the blocking socket
  *             epoll           the engine on its epoll fallback: queued zbufs
  *                             gathered into one sendmsg() per batch
  *             msgzc           the same with MSG_ZEROCOPY (adaptive)
@@ -69,7 +68,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <poll.h>
 #include <zbuf/sock.h>
 #include <zbuf/uring.h>
 
@@ -241,8 +239,8 @@ static int send_copy(int fd)
 
 /* The socket adapter on its own, as an application without the engine
  * drives it: one zbuf_sock_send_fd() per message (no handle: no zero copy
- * asked for), poll() when the socket buffer is full; the messages are dups
- * of one master buffer, as in the engine's modes. */
+ * asked for) on the blocking socket, as `copy` sends; the messages are
+ * dups of one master buffer, as in the engine's modes. */
 static int send_sock(int fd)
 {
     zbuf_buf_t *mb;
@@ -260,15 +258,9 @@ static int send_sock(int fd)
             zbuf_t *z;
             if ((rc = zbuf_dup(master, 0, ZBUF_TO_END, &z)) < 0)
                 die("zbuf_dup", rc);
-            while (zbuf_length(z) > 0) { /* zbuf-sock cuts what it sent */
-                ssize_t w = zbuf_sock_send_fd(fd, z, MSG_DONTWAIT);
-                if (w == -EAGAIN) {
-                    struct pollfd pf = {.fd = fd, .events = POLLOUT};
-                    poll(&pf, 1, 1000);
-                } else if (w < 0) {
-                    die("zbuf_sock_send_fd", (int)w);
-                }
-            }
+            ssize_t w = zbuf_sock_send_fd(fd, z, 0); /* blocking: all of it */
+            if (w < 0 || (size_t)w != opt.size)
+                die("zbuf_sock_send_fd", w < 0 ? (int)w : EIO);
             zbuf_delete(z);
         }
     }
@@ -289,10 +281,8 @@ static int role_send(const char *host, int port)
     bufsize(fd, SO_SNDBUF, opt.sockbuf);
     if (strcmp(opt.mode, "copy") == 0)
         return send_copy(fd);
-    if (strcmp(opt.mode, "sock") == 0) {
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (strcmp(opt.mode, "sock") == 0)
         return send_sock(fd);
-    }
     zbuf_uring_opts_t eo;
     zbuf_uring_opts_init(&eo);
     eo.flags = strncmp(opt.mode, "uring", 5) == 0 ? ZBUF_URING_NO_FALLBACK : ZBUF_URING_FORCE_EPOLL;
