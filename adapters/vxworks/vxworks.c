@@ -22,7 +22,11 @@
  * way VxWorks does (a segment and an offset relative to it, a length that
  * may run past the end) and check their arguments once; the layer only
  * maps ZBUF_BEGIN / ZBUF_END, ZBUF_NONE and a zero length, on its careful
- * paths (vx_where()).
+ * paths (vx_where()).  Those fast paths are inline functions of the header
+ * (zbuf__vx_dup_fast() ...), and the header also makes the six common
+ * routines macros over them, so that a caller's common call skips this
+ * library altogether; the routines here give the same answers, running
+ * the same fast paths.
  */
 #include <errno.h>
 #include <limits.h>
@@ -123,17 +127,12 @@ static inline int vx_where(ZBUF_ID z, ZBUF_SEG seg, int offset, bool point, size
  * segment handle or NULL (not ZBUF_NONE, which is no address) and an offset
  * relative to it (not ZBUF_BEGIN / ZBUF_END).  Those calls take VxWorks'
  * location of a byte and its "len too long means to the end" themselves and
- * check everything once, so their error is the routine's error. */
+ * check everything once, so their error is the routine's error.  The fast
+ * paths (zbuf__vx_dup_fast() ...) are in the header, shared with the inline
+ * versions of the routines. */
 static inline bool vx_plain(ZBUF_SEG seg, int offset)
 {
-    return seg != ZBUF_NONE && offset > ZBUF_BEGIN && offset < ZBUF_END;
-}
-
-/* A VxWorks length for the `_at` calls, which take an upper bound: a
- * negative one ("to the end") becomes a huge one. */
-static inline size_t vx_bound(int len)
-{
-    return (size_t)(int64_t)len;
+    return zbuf__vx_plain(seg, offset);
 }
 
 /* A VxWorks length from byte `abs` of a zbuf of `total` bytes, as a count:
@@ -165,10 +164,7 @@ ZBUF_ID zbufCreate(void)
 
 STATUS zbufDelete(ZBUF_ID zbufId)
 {
-    /* The core treats NULL as a no-op; VxWorks calls it an invalid id. */
-    int err = zbufId != NULL ? zbuf_delete(zbufId) : -EINVAL;
-
-    return err == 0 ? OK : vx_fail(err);
+    return zbuf__vx_delete(zbufId);
 }
 
 /* ----------------------------------------------------------- insertion */
@@ -245,13 +241,8 @@ VX_SLOW static int vx_extract_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset,
 
 int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
 {
-    /* One core call; "to the end" copies at most INT_MAX bytes, the count
-     * must fit the int returned. */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && buf != NULL)) {
-        ssize_t got = zbuf_copyout_at(zbufId, zbufSeg, offset, buf,
-                                      (size_t)(len < 0 ? INT_MAX : len));
-        return VX_LIKELY(got >= 0) ? (int)got : vx_fail((int)got);
-    }
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && buf != NULL))
+        return zbuf__vx_extract_fast(zbufId, zbufSeg, offset, buf, len);
     return vx_extract_slow(zbufId, zbufSeg, offset, buf, len);
 }
 
@@ -277,13 +268,8 @@ ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     /* One core call (a length of 0 is refused after the location checks,
      * by the careful path). */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0)) {
-        zbuf_seg_t *after;
-        int err = zbuf_cut_at(zbufId, zbufSeg, offset, vx_bound(len), &after);
-        if (VX_LIKELY(err == 0))
-            return after != NULL ? after : ZBUF_NONE;
-        return vx_fail_null(err);
-    }
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0))
+        return zbuf__vx_cut_fast(zbufId, zbufSeg, offset, len);
     return vx_cut_slow(zbufId, zbufSeg, offset, len);
 }
 
@@ -303,11 +289,8 @@ ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
 {
     /* One core call: zbuf_split_at() also refuses the end of the zbuf,
      * which VxWorks calls out of range. */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset))) {
-        zbuf_t *tail;
-        int err = zbuf_split_at(zbufId, zbufSeg, offset, &tail);
-        return VX_LIKELY(err == 0) ? tail : vx_fail_null(err);
-    }
+    if (VX_LIKELY(vx_plain(zbufSeg, offset)))
+        return zbuf__vx_split_fast(zbufId, zbufSeg, offset);
     return vx_split_slow(zbufId, zbufSeg, offset);
 }
 
@@ -329,11 +312,8 @@ ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     /* One core call (a length of 0 is refused after the location checks,
      * by the careful path). */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0)) {
-        zbuf_t *dup;
-        int err = zbuf_dup_at(zbufId, zbufSeg, offset, vx_bound(len), &dup);
-        return VX_LIKELY(err == 0) ? dup : vx_fail_null(err);
-    }
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0))
+        return zbuf__vx_dup_fast(zbufId, zbufSeg, offset, len);
     return vx_dup_slow(zbufId, zbufSeg, offset, len);
 }
 
