@@ -182,7 +182,6 @@ static struct zbuf_seg *cleave(struct zbuf *z, struct pos p, struct zbuf_seg *sp
     struct zbuf_seg *s = p.seg, *next = s->next;
     ZBUF__ASSERT(spare != NULL && p.in < s->len);
     seg_set(spare, s->buf, s->off + p.in, s->len - p.in);
-    zbuf__buf_get(s->buf);
     s->len = p.in;
     /* Link spare after s; the zbuf's length does not change. */
     spare->owner = z;
@@ -194,6 +193,9 @@ static struct zbuf_seg *cleave(struct zbuf *z, struct pos p, struct zbuf_seg *sp
     else
         z->tail = spare;
     z->nsegs++;
+    /* spare's reference, last: nothing is kept across it (s holds one all
+     * along, so the buffer cannot go away in between). */
+    zbuf__buf_get(spare->buf);
     return spare;
 }
 
