@@ -557,6 +557,10 @@ ZBUF_EXPORT int zbuf_locate(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel,
 /**
  * @brief zbuf_dup() of up to @p len bytes from the byte at (@p seg, @p rel).
  *
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1);
+ * the copy holds @p len bytes from there, or every byte to the end when
+ * fewer remain.
+ *
  * @param z    the zbuf (borrowed; not modified).
  * @param seg  a segment of @p z (borrowed), or NULL for the first.
  * @param rel  bytes from the start of @p seg (may be negative), or
@@ -573,9 +577,15 @@ ZBUF_EXPORT int zbuf_dup_at(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel,
 /**
  * @brief zbuf_cut() of up to @p len bytes from the byte at (@p seg, @p rel).
  *
- * @p seg is borrowed and may itself be cut: it is not used after the call
- * unless @p *after is it.
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1);
+ * the cut takes @p len bytes from there, or every byte to the end when fewer
+ * remain.  @p seg is borrowed and may itself be cut.
  *
+ * @param z    the zbuf.
+ * @param seg  a segment of @p z, or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
+ * @param len  bytes at most; #ZBUF_TO_END for all the rest; 0 cuts nothing.
  * @param[out] after  if not NULL, receives the segment holding the first
  *                    byte after the cut, or NULL if the cut reached the end.
  * @return 0; `-EINVAL` (bad handle, foreign segment); `-ERANGE` (the
@@ -589,9 +599,14 @@ ZBUF_EXPORT int zbuf_cut_at(zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_
  * @brief zbuf_split() at the byte at (@p seg, @p rel): that byte becomes the
  *        first byte of @p *tail.
  *
- * Both parts are not empty: the location names a byte, so it is never the
- * end of @p z (zbuf_split() allows the end; this call does not).
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1),
+ * so it is never the end of @p z: zbuf_split() allows the end (an empty
+ * tail), this call does not.
  *
+ * @param z    the zbuf; keeps the bytes before the location.
+ * @param seg  a segment of @p z, or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
  * @param[out] tail  receives the new zbuf; the caller deletes it.
  * @return 0; `-EINVAL` (bad handle, foreign segment, NULL @p tail);
  *         `-ERANGE` (the location is not a byte of @p z); `-ENOMEM`.
@@ -602,6 +617,16 @@ ZBUF_EXPORT int zbuf_split_at(zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, zbu
  * @brief zbuf_copyout() of up to @p len bytes from the byte at
  *        (@p seg, @p rel).
  *
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1);
+ * the copy stops after @p len bytes or at the end of @p z, whichever comes
+ * first.
+ *
+ * @param z    the zbuf (borrowed; not modified).
+ * @param seg  a segment of @p z, or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
+ * @param len  bytes at most; 0 copies nothing (the location is still
+ *             checked).
  * @param dst  destination (borrowed), room for @p len bytes.
  * @return bytes copied, @p len or fewer when @p z ends first (counted as a
  *         copy); `-EINVAL` (bad handle, foreign segment, NULL @p dst with
