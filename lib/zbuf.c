@@ -182,7 +182,6 @@ static struct zbuf_seg *cleave(struct zbuf *z, struct pos p, struct zbuf_seg *sp
     struct zbuf_seg *s = p.seg, *next = s->next;
     ZBUF__ASSERT(spare != NULL && p.in < s->len);
     seg_set(spare, s->buf, s->off + p.in, s->len - p.in);
-    zbuf__buf_get(s->buf);
     s->len = p.in;
     /* Link spare after s; the zbuf's length does not change. */
     spare->owner = z;
@@ -194,6 +193,9 @@ static struct zbuf_seg *cleave(struct zbuf *z, struct pos p, struct zbuf_seg *sp
     else
         z->tail = spare;
     z->nsegs++;
+    /* spare's reference, last: nothing is kept across it (s holds one all
+     * along, so the buffer cannot go away in between). */
+    zbuf__buf_get(spare->buf);
     return spare;
 }
 
@@ -231,6 +233,51 @@ static int check_point(const struct zbuf *z, size_t *off)
         *off = z->len;
     else if (*off > z->len)
         return -ERANGE;
+    return 0;
+}
+
+/* The absolute offset (0 .. length) of (seg, rel), as zbuf_locate()
+ * defines it; z is valid. */
+static int locate(const struct zbuf *z, const struct zbuf_seg *seg, int64_t rel, size_t *abs)
+{
+    if (seg != NULL && !zbuf__seg_of(z, seg))
+        return -EINVAL;
+    if (rel == ZBUF_REL_BEGIN) {
+        *abs = 0;
+        return 0;
+    }
+    if (rel == ZBUF_REL_END) {
+        *abs = z->len;
+        return 0;
+    }
+    size_t base = 0;
+    if (seg != NULL)
+        for (const struct zbuf_seg *s = z->head; s != seg; s = s->next)
+            base += s->len;
+    if (rel < 0 ? (uint64_t)(-rel) > base : (uint64_t)rel > z->len - base)
+        return -ERANGE;
+    *abs = rel < 0 ? base - (size_t)(-rel) : base + (size_t)rel;
+    return 0;
+}
+
+/* The location of an `_at` call: (seg, rel) must name a byte (0 .. length
+ * - 1); *len, an upper bound, is cut down to the bytes from there to the
+ * end.  The common form (no segment, an offset from the start) is checked
+ * inline.  z is valid. */
+static inline int locate_byte(const struct zbuf *z, const struct zbuf_seg *seg, int64_t rel,
+                              size_t *off, size_t *len)
+{
+    size_t o = (size_t)rel;
+    if (ZBUF__UNLIKELY(seg != NULL || rel < 0)) {
+        int rc = locate(z, seg, rel, &o);
+        if (rc != 0)
+            return rc;
+    }
+    if (o >= z->len)
+        return -ERANGE;
+    if (*len > z->len - o)
+        *len = z->len - o;
+    *off = o;
     return 0;
 }
 
@@ -469,12 +516,9 @@ static inline int copyout_checked(const struct zbuf *z, size_t off, void *dst, s
     return rc;
 }
 
-ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
+/* zbuf_copyout() once the handle and the range are checked. */
+static inline ssize_t copyout_range(const struct zbuf *z, size_t off, void *dst, size_t len)
 {
-    if (!zbuf__valid(z))
-        return -EINVAL;
-    if (check_range(z, off, &len) != 0)
-        return -ERANGE;
     if (len == 0)
         return 0;
     if (dst == NULL)
@@ -483,6 +527,15 @@ ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
         return -EOVERFLOW;
     int rc = copyout_checked(z, off, dst, len);
     return rc != 0 ? rc : (ssize_t)len;
+}
+
+ssize_t zbuf_copyout(const zbuf_t *z, size_t off, void *dst, size_t len)
+{
+    if (!zbuf__valid(z))
+        return -EINVAL;
+    if (check_range(z, off, &len) != 0)
+        return -ERANGE;
+    return copyout_range(z, off, dst, len);
 }
 
 int zbuf_peek(const zbuf_t *z, size_t off, size_t len, void *scratch, const void **out)
@@ -581,17 +634,23 @@ static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t 
     return d;
 }
 
+/* zbuf_dup() once the arguments are checked. */
+static inline int dup_range(const struct zbuf *z, size_t off, size_t len, zbuf_t **out)
+{
+    struct zbuf *d = dup_checked(z, off, len);
+    if (d == NULL)
+        return -ENOMEM;
+    *out = d;
+    return 0;
+}
+
 int zbuf_dup(const zbuf_t *z, size_t off, size_t len, zbuf_t **out)
 {
     if (!zbuf__valid(z) || out == NULL)
         return -EINVAL;
     if (check_range(z, off, &len) != 0)
         return -ERANGE;
-    struct zbuf *d = dup_checked(z, off, len);
-    if (d == NULL)
-        return -ENOMEM;
-    *out = d;
-    return 0;
+    return dup_range(z, off, len, out);
 }
 
 /* Split z at off; `tail_side` says which side moves to the new zbuf. */
@@ -619,17 +678,23 @@ static inline struct zbuf *split_checked(struct zbuf *z, size_t off, bool tail_s
     return n;
 }
 
+/* zbuf_split() / zbuf_split_head() once the arguments are checked. */
+static inline int split_to(struct zbuf *z, size_t off, zbuf_t **out, bool tail_side)
+{
+    struct zbuf *n = split_checked(z, off, tail_side);
+    if (n == NULL)
+        return -ENOMEM;
+    *out = n;
+    return 0;
+}
+
 static int split(zbuf_t *z, size_t off, zbuf_t **out, bool tail_side)
 {
     if (!zbuf__valid(z) || out == NULL)
         return -EINVAL;
     if (off > z->len)
         return -ERANGE;
-    struct zbuf *n = split_checked(z, off, tail_side);
-    if (n == NULL)
-        return -ENOMEM;
-    *out = n;
-    return 0;
+    return split_to(z, off, out, tail_side);
 }
 
 int zbuf_split(zbuf_t *z, size_t off, zbuf_t **tail)
@@ -717,18 +782,66 @@ static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t
     return 0;
 }
 
-int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
+/* zbuf_cut() once the handle and the range are checked. */
+static inline int cut_range(struct zbuf *z, size_t off, size_t len, zbuf_seg_t **after)
 {
-    if (!zbuf__valid(z))
-        return -EINVAL;
-    if (check_range(z, off, &len) != 0)
-        return -ERANGE;
     if (len == 0) {
         if (after)
             *after = find(z, off).seg;
         return 0;
     }
     return cut_checked(z, off, len, after);
+}
+
+int zbuf_cut(zbuf_t *z, size_t off, size_t len, zbuf_seg_t **after)
+{
+    if (!zbuf__valid(z))
+        return -EINVAL;
+    if (check_range(z, off, &len) != 0)
+        return -ERANGE;
+    return cut_range(z, off, len, after);
+}
+
+/* ------------------------------------------- addressing a byte by segment */
+
+/* The `_at` calls: one check of the handle and the location (locate_byte()),
+ * then the same checked paths as the calls without `_at`. */
+
+int zbuf_dup_at(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_t len, zbuf_t **out)
+{
+    size_t off;
+    if (!zbuf__valid(z) || out == NULL)
+        return -EINVAL;
+    int rc = locate_byte(z, seg, rel, &off, &len);
+    return rc != 0 ? rc : dup_range(z, off, len, out);
+}
+
+int zbuf_cut_at(zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_t len, zbuf_seg_t **after)
+{
+    size_t off;
+    if (!zbuf__valid(z))
+        return -EINVAL;
+    int rc = locate_byte(z, seg, rel, &off, &len);
+    return rc != 0 ? rc : cut_range(z, off, len, after);
+}
+
+int zbuf_split_at(zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, zbuf_t **tail)
+{
+    size_t off, len = 0;
+    if (!zbuf__valid(z) || tail == NULL)
+        return -EINVAL;
+    int rc = locate_byte(z, seg, rel, &off, &len);
+    return rc != 0 ? rc : split_to(z, off, tail, true);
+}
+
+ssize_t zbuf_copyout_at(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, void *dst,
+                        size_t len)
+{
+    size_t off;
+    if (!zbuf__valid(z))
+        return -EINVAL;
+    int rc = locate_byte(z, seg, rel, &off, &len);
+    return rc != 0 ? rc : copyout_range(z, off, dst, len);
 }
 
 /* --------------------------------------------------- headroom / tailroom */
@@ -1061,24 +1174,9 @@ size_t zbuf_seg_buf_offset(const zbuf_t *z, const zbuf_seg_t *s)
 
 int zbuf_locate(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_t *abs)
 {
-    if (!zbuf__valid(z) || abs == NULL || (seg != NULL && !zbuf__seg_of(z, seg)))
+    if (!zbuf__valid(z) || abs == NULL)
         return -EINVAL;
-    if (rel == ZBUF_REL_BEGIN) {
-        *abs = 0;
-        return 0;
-    }
-    if (rel == ZBUF_REL_END) {
-        *abs = z->len;
-        return 0;
-    }
-    size_t base = 0;
-    if (seg != NULL)
-        for (const struct zbuf_seg *s = z->head; s != seg; s = s->next)
-            base += s->len;
-    if (rel < 0 ? (uint64_t)(-rel) > base : (uint64_t)rel > z->len - base)
-        return -ERANGE;
-    *abs = rel < 0 ? base - (size_t)(-rel) : base + (size_t)rel;
-    return 0;
+    return locate(z, seg, rel, abs);
 }
 
 /* ---------------------------------------------------------------- checker */

@@ -9,7 +9,8 @@
 # Before/after: with BEFORE=<git revision>, the library of that revision is
 # built too (build/bench-before), with this tree's bench_core.c (which uses
 # only API that 0.1.0 had), and ROUNDS (default 3) rounds run both programs
-# in turn; a table of the medians over the rounds compares them.
+# in turn; a table of the medians over the rounds compares them (with the
+# median and range over the rounds of each layer's time over zbuf's).
 # With CALLGRIND=1, instructions per operation of each implementation (and
 # of the before build) are counted with valgrind --tool=callgrind: a measure
 # the load of a shared machine does not disturb.
@@ -91,25 +92,30 @@ a, b = load("after"), load("before")
 def med(d, k, i):
     v = [x[i] for x in d.get(k, [])]
     return statistics.median(v) if v else float("nan")
+def spread(d, k, i):
+    v = [x[i] for x in d.get(k, [])]
+    return f"{min(v):.2f}-{max(v):.2f}" if v else "n/a"
 def size(n):
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1024 else f"{n} B"
 print(f"### Before ({rev}) and after, medians over {rounds} rounds (each round runs both programs)\n")
 print("| workload | segment | implementation | after ns/op | before ns/op | after / before "
-      "| evbuffer / X after | evbuffer / X before |")
-print("|---|---:|---|---:|---:|---:|---:|---:|")
+      "| evbuffer / X after | evbuffer / X before | X / zbuf after (range) "
+      "| X / zbuf before |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for k in sorted(a, key=lambda k: (k[0], k[1], k[2])):
     name, sz, impl = k
     if name == "xthread" or impl in ("evbuffer", "copy"):
         continue
     x, y = med(a, k, 0), med(b, k, 0)
     print(f"| {name} | {size(sz)} | {impl} | {x:.1f} | {y:.1f} | {x / y:.2f} | "
-          f"{med(a, k, 2):.2f}x | {med(b, k, 2):.2f}x |")
+          f"{med(a, k, 2):.2f}x | {med(b, k, 2):.2f}x | {med(a, k, 1):.2f}x ({spread(a, k, 1)}) | "
+          f"{med(b, k, 1):.2f}x |")
 for what in ("wall", "cpu"):
     k = ("xthread", 4096, what)
     if k in a:
         x, y = med(a, k, 0), med(b, k, 0)
         print(f"| cross-thread ({what} ns per message) | 4 KiB | zbuf | {x:.1f} | {y:.1f} | "
-              f"{x / y:.2f} | | |")
+              f"{x / y:.2f} | | | | |")
 PY
 fi
 

@@ -705,6 +705,43 @@ Test(faults, cut_inside_a_segment_fails_cleanly)
     EXPECT_ALLOCATES(c);
 }
 
+/* The `_at` calls: the same checked paths, reached with a location relative
+ * to a segment and a count past the end (z[0]'s segments are 16 bytes each:
+ * its second segment starts at byte 16). */
+static int call_dup_at(struct fx *f)
+{
+    return zbuf_dup_at(f->z[0], zbuf_seg_next(f->z[0], zbuf_seg_first(f->z[0])), -12, 1000,
+                       &f->out);
+}
+
+static int call_split_at(struct fx *f)
+{
+    return zbuf_split_at(f->z[0], zbuf_seg_next(f->z[0], zbuf_seg_first(f->z[0])), 4, &f->out);
+}
+
+static int call_cut_at_inside(struct fx *f)
+{
+    return zbuf_cut_at(f->z[0], zbuf_seg_next(f->z[0], zbuf_seg_first(f->z[0])), 2, 4, NULL);
+}
+
+static void check_dup_at(struct fx *f)
+{
+    uint8_t all[48];
+    base0(f, all);
+    expect_bytes(f->out, all + 4, 44, "dup_at");
+    expect_bytes(f->z[0], all, 48, "dup_at source");
+}
+
+Test(faults, at_calls_fail_cleanly)
+{
+    struct fault_case d = {"zbuf_dup_at", NULL, call_dup_at, check_dup_at};
+    struct fault_case s = {"zbuf_split_at", NULL, call_split_at, check_split};
+    struct fault_case c = {"zbuf_cut_at(inside)", NULL, call_cut_at_inside, check_cut_inside};
+    EXPECT_ALLOCATES(d);
+    EXPECT_ALLOCATES(s);
+    EXPECT_ALLOCATES(c);
+}
+
 static int call_cut_across(struct fx *f)
 {
     return zbuf_cut(f->z[0], 10, 30, NULL);

@@ -370,3 +370,216 @@ Test(seg, locate_agrees_with_find)
     }
     cr_assert_eq(zbuf_delete(z), 0);
 }
+
+/* ------------------------------------------------------------ _at calls */
+
+/* The lengths every `_at` test asks for: empty, short, exact, past the end,
+ * and "to the end". */
+static const size_t at_lens[] = {0, 1, 3, 5, 100, ZBUF_TO_END};
+#define AT_NLENS (sizeof at_lens / sizeof at_lens[0])
+static const size_t at_segs[] = {3, 1, 4};
+#define AT_TOTAL 8
+
+/* Call fn(seg, rel, abs, ok) for the segments of a fresh zt_make(at_segs)
+ * zbuf (index -1: NULL) and every rel from one before the zbuf to one past
+ * its end; abs is where it points, ok whether that is a byte. */
+typedef void (*at_case_fn)(int segk, int64_t rel, size_t abs, bool ok);
+
+static void at_every_location(at_case_fn fn)
+{
+    size_t start = 0;
+    for (int k = -1; k < 3; k++) {
+        if (k > 0)
+            start += at_segs[k - 1];
+        for (int64_t rel = -(int64_t)start - 1; rel <= (int64_t)(AT_TOTAL - start) + 1; rel++) {
+            int64_t a = (int64_t)start + rel;
+            fn(k, rel, (size_t)a, a >= 0 && a < AT_TOTAL);
+        }
+    }
+}
+
+static zbuf_seg_t *at_seg(zbuf_t *z, int k)
+{
+    zbuf_seg_t *s = k < 0 ? NULL : zbuf_seg_first(z);
+    for (int i = 0; i < k; i++)
+        s = zbuf_seg_next(z, s);
+    return s;
+}
+
+static size_t at_clamp(size_t len, size_t abs)
+{
+    return len > AT_TOTAL - abs ? AT_TOTAL - abs : len;
+}
+
+static void dup_at_case(int k, int64_t rel, size_t abs, bool ok)
+{
+    for (size_t i = 0; i < AT_NLENS; i++) {
+        zbuf_t *z = zt_make(at_segs, 3), *d = NULL;
+        zt_snap_t before;
+        zt_snap(&before, z);
+        int rc = zbuf_dup_at(z, at_seg(z, k), rel, at_lens[i], &d);
+        if (!ok) {
+            cr_assert_eq(rc, -ERANGE, "seg %d rel %lld", k, (long long)rel);
+            cr_assert_null(d);
+        } else {
+            cr_assert_eq(rc, 0, "seg %d rel %lld len %zu", k, (long long)rel, at_lens[i]);
+            zt_expect_pat(d, abs, at_clamp(at_lens[i], abs));
+            cr_assert_eq(zbuf_delete(d), 0);
+        }
+        zt_assert_unchanged(&before, z);
+        cr_assert_eq(zbuf_delete(z), 0);
+    }
+}
+
+static void cut_at_case(int k, int64_t rel, size_t abs, bool ok)
+{
+    for (size_t i = 0; i < AT_NLENS; i++) {
+        zbuf_t *z = zt_make(at_segs, 3);
+        zbuf_seg_t *after = (zbuf_seg_t *)&after;
+        zt_snap_t before;
+        zt_snap(&before, z);
+        int rc = zbuf_cut_at(z, at_seg(z, k), rel, at_lens[i], &after);
+        if (!ok) {
+            cr_assert_eq(rc, -ERANGE, "seg %d rel %lld", k, (long long)rel);
+            cr_assert_eq(after, (zbuf_seg_t *)&after, "after written on failure");
+            zt_assert_unchanged(&before, z);
+        } else {
+            size_t n = at_clamp(at_lens[i], abs);
+            uint8_t want[AT_TOTAL];
+            for (size_t b = 0, w = 0; b < AT_TOTAL; b++)
+                if (b < abs || b >= abs + n)
+                    want[w++] = ZT_PAT(b);
+            cr_assert_eq(rc, 0, "seg %d rel %lld len %zu", k, (long long)rel, at_lens[i]);
+            zt_expect_bytes(z, want, AT_TOTAL - n);
+            cr_assert_eq(after, abs < AT_TOTAL - n ? zbuf_seg_find(z, abs, NULL) : NULL);
+        }
+        cr_assert_eq(zbuf_delete(z), 0);
+    }
+}
+
+static void split_at_case(int k, int64_t rel, size_t abs, bool ok)
+{
+    zbuf_t *z = zt_make(at_segs, 3), *t = NULL;
+    zt_snap_t before;
+    zt_snap(&before, z);
+    int rc = zbuf_split_at(z, at_seg(z, k), rel, &t);
+    if (!ok) {
+        cr_assert_eq(rc, -ERANGE, "seg %d rel %lld", k, (long long)rel);
+        cr_assert_null(t);
+        zt_assert_unchanged(&before, z);
+    } else {
+        cr_assert_eq(rc, 0, "seg %d rel %lld", k, (long long)rel);
+        zt_expect_pat(z, 0, abs);
+        zt_expect_pat(t, abs, AT_TOTAL - abs);
+        cr_assert_eq(zbuf_delete(t), 0);
+    }
+    cr_assert_eq(zbuf_delete(z), 0);
+}
+
+static void copyout_at_case(int k, int64_t rel, size_t abs, bool ok)
+{
+    zbuf_t *z = zt_make(at_segs, 3);
+    zt_snap_t before;
+    zt_snap(&before, z);
+    for (size_t i = 0; i < AT_NLENS; i++) {
+        uint8_t out[AT_TOTAL + 1];
+        size_t room = at_lens[i] < sizeof out ? at_lens[i] : sizeof out;
+        memset(out, 0xee, sizeof out);
+        /* Never more than `room` is asked for: the count is an upper bound
+         * and no location has more than AT_TOTAL bytes after it. */
+        ssize_t got = zbuf_copyout_at(z, at_seg(z, k), rel, out, room);
+        if (!ok) {
+            cr_assert_eq(got, -ERANGE, "seg %d rel %lld", k, (long long)rel);
+        } else {
+            size_t n = at_clamp(room, abs);
+            cr_assert_eq(got, (ssize_t)n, "seg %d rel %lld len %zu", k, (long long)rel, room);
+            for (size_t b = 0; b < n; b++)
+                cr_assert_eq(out[b], ZT_PAT(abs + b));
+            cr_assert_eq(out[n], 0xee, "wrote past the count");
+        }
+    }
+    zt_assert_unchanged(&before, z);
+    cr_assert_eq(zbuf_delete(z), 0);
+}
+
+Test(seg, dup_at_every_location_and_count)
+{
+    at_every_location(dup_at_case);
+}
+
+Test(seg, cut_at_every_location_and_count)
+{
+    at_every_location(cut_at_case);
+}
+
+Test(seg, split_at_every_location)
+{
+    at_every_location(split_at_case);
+}
+
+Test(seg, copyout_at_every_location_and_count)
+{
+    at_every_location(copyout_at_case);
+}
+
+Test(seg, at_calls_take_begin_and_refuse_end_whatever_the_segment)
+{
+    zbuf_t *z = zt_make(at_segs, 3), *d, *t;
+    zbuf_seg_t *mid = at_seg(z, 1), *after;
+    uint8_t out[2];
+
+    cr_assert_eq(zbuf_dup_at(z, mid, ZBUF_REL_BEGIN, 2, &d), 0);
+    zt_expect_pat(d, 0, 2);
+    cr_assert_eq(zbuf_delete(d), 0);
+    cr_assert_eq(zbuf_copyout_at(z, mid, ZBUF_REL_BEGIN, out, 2), 2);
+    cr_assert_eq(out[1], ZT_PAT(1));
+    cr_assert_eq(zbuf_dup_at(z, mid, ZBUF_REL_END, 1, &d), -ERANGE);
+    cr_assert_eq(zbuf_cut_at(z, mid, ZBUF_REL_END, 1, &after), -ERANGE);
+    cr_assert_eq(zbuf_split_at(z, mid, ZBUF_REL_END, &t), -ERANGE);
+    cr_assert_eq(zbuf_copyout_at(z, NULL, ZBUF_REL_END, out, 1), -ERANGE);
+    cr_assert_eq(zbuf_split_at(z, mid, ZBUF_REL_BEGIN, &t), 0);
+    cr_assert_eq(zbuf_length(z), 0);
+    zt_expect_pat(t, 0, AT_TOTAL);
+    /* An empty zbuf has no byte to name, not even its start. */
+    cr_assert_eq(zbuf_dup_at(z, NULL, ZBUF_REL_BEGIN, 0, &d), -ERANGE);
+    cr_assert_eq(zbuf_cut_at(z, NULL, 0, 0, NULL), -ERANGE);
+    cr_assert_eq(zbuf_copyout_at(z, NULL, 0, out, 0), -ERANGE);
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(zbuf_delete(t), 0);
+}
+
+Test(seg, at_calls_refuse_bad_handles_and_change_nothing)
+{
+    zbuf_t *z = zt_make(at_segs, 3), *other, *gone, *d = NULL, *t = NULL;
+    zbuf_seg_t *foreign, *after = NULL;
+    uint8_t out[4];
+    zt_snap_t before;
+
+    cr_assert_eq(zbuf_create(&other), 0);
+    cr_assert_eq(zbuf_append_copy(other, "ab", 2), 0);
+    foreign = zbuf_seg_first(other);
+    cr_assert_eq(zbuf_create(&gone), 0);
+    cr_assert_eq(zbuf_delete(gone), 0);
+    zt_snap(&before, z);
+    cr_assert_eq(zbuf_dup_at(z, foreign, 0, 1, &d), -EINVAL);
+    cr_assert_eq(zbuf_dup_at(z, NULL, 0, 1, NULL), -EINVAL);
+    cr_assert_eq(zbuf_dup_at(NULL, NULL, 0, 1, &d), -EINVAL);
+    cr_assert_eq(zbuf_dup_at(gone, NULL, 0, 1, &d), -EINVAL);
+    cr_assert_eq(zbuf_cut_at(z, foreign, 0, 1, &after), -EINVAL);
+    cr_assert_eq(zbuf_cut_at(NULL, NULL, 0, 1, &after), -EINVAL);
+    cr_assert_eq(zbuf_split_at(z, foreign, 0, &t), -EINVAL);
+    cr_assert_eq(zbuf_split_at(z, NULL, 1, NULL), -EINVAL);
+    cr_assert_eq(zbuf_split_at(gone, NULL, 0, &t), -EINVAL);
+    cr_assert_eq(zbuf_copyout_at(z, foreign, 0, out, 1), -EINVAL);
+    cr_assert_eq(zbuf_copyout_at(z, NULL, 0, NULL, 1), -EINVAL);
+    cr_assert_eq(zbuf_copyout_at(NULL, NULL, 0, out, 1), -EINVAL);
+    /* A foreign segment is refused before the location is looked at. */
+    cr_assert_eq(zbuf_dup_at(z, foreign, 1000, 1, &d), -EINVAL);
+    cr_assert_null(d);
+    cr_assert_null(t);
+    cr_assert_null(after);
+    zt_assert_unchanged(&before, z);
+    zt_expect_released(zt_none, 3);
+    cr_assert_eq(zbuf_delete(other), 0);
+    cr_assert_eq(zbuf_delete(z), 0);
+}

@@ -17,9 +17,16 @@
  * it is its own library, zbuf-vxworks, with the zbufSockLib half
  * (vxworks_sock.c).
  *
- * Speed: the common call names no segment and a plain offset.  It costs one
- * zbuf_length() and the core call, which checks its own arguments again
- * (cheap, O(1)); see vx_where().
+ * Speed: zbufDup, zbufCut, zbufSplit and zbufExtractCopy make one call each
+ * to the core's `_at` calls (zbuf_dup_at() ...), which take a location the
+ * way VxWorks does (a segment and an offset relative to it, a length that
+ * may run past the end) and check their arguments once; the layer only
+ * maps ZBUF_BEGIN / ZBUF_END, ZBUF_NONE and a zero length, on its careful
+ * paths (vx_where()).  Those fast paths are inline functions of the header
+ * (zbuf__vx_dup_fast() ...), and the header also makes the six common
+ * routines macros over them, so that a caller's common call skips this
+ * library altogether; the routines here give the same answers, running
+ * the same fast paths.
  */
 #include <errno.h>
 #include <limits.h>
@@ -116,14 +123,16 @@ static inline int vx_where(ZBUF_ID z, ZBUF_SEG seg, int offset, bool point, size
     return err;
 }
 
-/* Whether (seg, offset) is the plain form: no segment, an offset from the
- * start.  Then a core call given `offset` checks the location itself, and
- * one that fails with -ERANGE sends the routine down its careful path
- * (the core changed nothing), which also gives VxWorks' "to the end"
- * meaning to an overlong length. */
+/* Whether (seg, offset) can go to the core's `_at` calls as it is: a
+ * segment handle or NULL (not ZBUF_NONE, which is no address) and an offset
+ * relative to it (not ZBUF_BEGIN / ZBUF_END).  Those calls take VxWorks'
+ * location of a byte and its "len too long means to the end" themselves and
+ * check everything once, so their error is the routine's error.  The fast
+ * paths (zbuf__vx_dup_fast() ...) are in the header, shared with the inline
+ * versions of the routines. */
 static inline bool vx_plain(ZBUF_SEG seg, int offset)
 {
-    return seg == NULL && offset >= 0 && offset != ZBUF_END;
+    return zbuf__vx_plain(seg, offset);
 }
 
 /* A VxWorks length from byte `abs` of a zbuf of `total` bytes, as a count:
@@ -155,10 +164,7 @@ ZBUF_ID zbufCreate(void)
 
 STATUS zbufDelete(ZBUF_ID zbufId)
 {
-    /* The core treats NULL as a no-op; VxWorks calls it an invalid id. */
-    int err = zbufId != NULL ? zbuf_delete(zbufId) : -EINVAL;
-
-    return err == 0 ? OK : vx_fail(err);
+    return zbuf__vx_delete(zbufId);
 }
 
 /* ----------------------------------------------------------- insertion */
@@ -235,14 +241,8 @@ VX_SLOW static int vx_extract_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset,
 
 int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, int len)
 {
-    /* Fast path: len > 0 bytes inside the zbuf, one core call. */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len > 0 && buf != NULL)) {
-        ssize_t got = zbuf_copyout(zbufId, (size_t)offset, buf, (size_t)len);
-        if (VX_LIKELY(got >= 0))
-            return (int)got;
-        if (got != -ERANGE)
-            return vx_fail((int)got);
-    }
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && buf != NULL))
+        return zbuf__vx_extract_fast(zbufId, zbufSeg, offset, buf, len);
     return vx_extract_slow(zbufId, zbufSeg, offset, buf, len);
 }
 
@@ -266,15 +266,10 @@ VX_SLOW static ZBUF_SEG vx_cut_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset
 
 ZBUF_SEG zbufCut(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
-    /* Fast path: len > 0 bytes inside the zbuf, one core call. */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len > 0)) {
-        zbuf_seg_t *after;
-        int err = zbuf_cut(zbufId, (size_t)offset, (size_t)len, &after);
-        if (VX_LIKELY(err == 0))
-            return after != NULL ? after : ZBUF_NONE;
-        if (err != -ERANGE)
-            return vx_fail_null(err);
-    }
+    /* One core call (a length of 0 is refused after the location checks,
+     * by the careful path). */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0))
+        return zbuf__vx_cut_fast(zbufId, zbufSeg, offset, len);
     return vx_cut_slow(zbufId, zbufSeg, offset, len);
 }
 
@@ -292,13 +287,10 @@ VX_SLOW static ZBUF_ID vx_split_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offse
 
 ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
 {
-    /* Fast path: a byte inside the zbuf (the core would also split at the
-     * end, which VxWorks calls out of range). */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && (size_t)offset < zbuf_length(zbufId))) {
-        zbuf_t *tail;
-        int err = zbuf_split(zbufId, (size_t)offset, &tail);
-        return VX_LIKELY(err == 0) ? tail : vx_fail_null(err);
-    }
+    /* One core call: zbuf_split_at() also refuses the end of the zbuf,
+     * which VxWorks calls out of range. */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset)))
+        return zbuf__vx_split_fast(zbufId, zbufSeg, offset);
     return vx_split_slow(zbufId, zbufSeg, offset);
 }
 
@@ -318,20 +310,10 @@ VX_SLOW static ZBUF_ID vx_dup_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset,
 
 ZBUF_ID zbufDup(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
-    /* Fast path: a byte inside the zbuf and len bytes from it, or to the
-     * end (which needs the length: "to the end" of an empty zbuf is ERANGE
-     * here and an empty dup in the core). */
-    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0)) {
-        size_t total = len < 0 ? zbuf_length(zbufId) : (size_t)offset + (size_t)len;
-        if (VX_LIKELY((size_t)offset < total)) {
-            zbuf_t *dup;
-            int err = zbuf_dup(zbufId, (size_t)offset, (size_t)(total - (size_t)offset), &dup);
-            if (VX_LIKELY(err == 0))
-                return dup;
-            if (err != -ERANGE)
-                return vx_fail_null(err);
-        }
-    }
+    /* One core call (a length of 0 is refused after the location checks,
+     * by the careful path). */
+    if (VX_LIKELY(vx_plain(zbufSeg, offset) && len != 0))
+        return zbuf__vx_dup_fast(zbufId, zbufSeg, offset, len);
     return vx_dup_slow(zbufId, zbufSeg, offset, len);
 }
 

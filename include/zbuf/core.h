@@ -531,6 +531,114 @@ ZBUF_EXPORT int zbuf_locate(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel,
 
 /** @} */
 /* ---------------------------------------------------------------------- */
+/**
+ * @name Addressing a byte by segment
+ *
+ * The same operations as zbuf_dup(), zbuf_cut(), zbuf_split() and
+ * zbuf_copyout(), with the location given the way zbuf_locate() takes it
+ * and the count taken as an upper bound, in one call that checks its
+ * arguments once.  This is how the VxWorks names (zbuf/vxworks.h) reach the
+ * core, and how a parser that holds a segment (from zbuf_seg_find(), say)
+ * works relative to it.
+ *
+ * - The location (@p seg, @p rel) must name a *byte* of @p z: its absolute
+ *   offset is 0 .. length - 1, so an empty zbuf has no location, and
+ *   #ZBUF_REL_END is always out of range (`-ERANGE`).  @p seg NULL means
+ *   the first segment; #ZBUF_REL_BEGIN the first byte whatever @p seg is.
+ *   A segment of another zbuf is `-EINVAL`.
+ * - The count @p len is at most what the call takes: fewer bytes when the
+ *   zbuf ends first, so #ZBUF_TO_END takes every byte to the end.  0 is an
+ *   empty range.
+ * - Everything else (ownership, copies counted, errors, nothing changed on
+ *   failure) is as for the call without `_at`.
+ */
+/** @{ */
+
+/**
+ * @brief zbuf_dup() of up to @p len bytes from the byte at (@p seg, @p rel).
+ *
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1);
+ * the copy holds @p len bytes from there, or every byte to the end when
+ * fewer remain.
+ *
+ * @param z    the zbuf (borrowed; not modified).
+ * @param seg  a segment of @p z (borrowed), or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
+ * @param len  bytes at most; #ZBUF_TO_END for all the rest.
+ * @param[out] out  receives the new zbuf (a new reference to each buffer it
+ *                  shares); the caller deletes it.
+ * @return 0; `-EINVAL` (bad handle, foreign segment, NULL @p out);
+ *         `-ERANGE` (the location is not a byte of @p z); `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_dup_at(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_t len,
+                            zbuf_t **out);
+
+/**
+ * @brief zbuf_cut() of up to @p len bytes from the byte at (@p seg, @p rel).
+ *
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1);
+ * the cut takes @p len bytes from there, or every byte to the end when fewer
+ * remain.  @p seg is borrowed and may itself be cut.
+ *
+ * @param z    the zbuf.
+ * @param seg  a segment of @p z, or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
+ * @param len  bytes at most; #ZBUF_TO_END for all the rest; 0 cuts nothing.
+ * @param[out] after  if not NULL, receives the segment holding the first
+ *                    byte after the cut, or NULL if the cut reached the end.
+ * @return 0; `-EINVAL` (bad handle, foreign segment); `-ERANGE` (the
+ *         location is not a byte of @p z); `-ENOMEM` (only when a segment
+ *         must be split in two).
+ */
+ZBUF_EXPORT int zbuf_cut_at(zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, size_t len,
+                            zbuf_seg_t **after);
+
+/**
+ * @brief zbuf_split() at the byte at (@p seg, @p rel): that byte becomes the
+ *        first byte of @p *tail.
+ *
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1),
+ * so it is never the end of @p z: zbuf_split() allows the end (an empty
+ * tail), this call does not.
+ *
+ * @param z    the zbuf; keeps the bytes before the location.
+ * @param seg  a segment of @p z, or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
+ * @param[out] tail  receives the new zbuf; the caller deletes it.
+ * @return 0; `-EINVAL` (bad handle, foreign segment, NULL @p tail);
+ *         `-ERANGE` (the location is not a byte of @p z); `-ENOMEM`.
+ */
+ZBUF_EXPORT int zbuf_split_at(zbuf_t *z, const zbuf_seg_t *seg, int64_t rel, zbuf_t **tail);
+
+/**
+ * @brief zbuf_copyout() of up to @p len bytes from the byte at
+ *        (@p seg, @p rel).
+ *
+ * The location must name a byte of @p z (absolute offset 0 .. length - 1);
+ * the copy stops after @p len bytes or at the end of @p z, whichever comes
+ * first.
+ *
+ * @param z    the zbuf (borrowed; not modified).
+ * @param seg  a segment of @p z, or NULL for the first.
+ * @param rel  bytes from the start of @p seg (may be negative), or
+ *             #ZBUF_REL_BEGIN.
+ * @param len  bytes at most; 0 copies nothing (the location is still
+ *             checked).
+ * @param dst  destination (borrowed), room for @p len bytes.
+ * @return bytes copied, @p len or fewer when @p z ends first (counted as a
+ *         copy); `-EINVAL` (bad handle, foreign segment, NULL @p dst with
+ *         @p len not 0); `-ERANGE` (the location is not a byte of @p z);
+ *         `-EIO` if reading a file segment failed; `-EOVERFLOW` if the
+ *         count does not fit the return type.
+ */
+ZBUF_EXPORT ssize_t zbuf_copyout_at(const zbuf_t *z, const zbuf_seg_t *seg, int64_t rel,
+                                    void *dst, size_t len);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
 /** @name Checking */
 /** @{ */
 

@@ -66,6 +66,17 @@
  * **Threads.**  As in the modern API, one zbuf is used by one thread at a
  * time; different zbufs sharing buffers may be used by different threads.
  *
+ * **Inline.**  zbufDup(), zbufCut(), zbufSplit(), zbufExtractCopy(),
+ * zbufDelete() and zbufLength() are also defined as function-like macros
+ * over inline code: a call with an ordinary location (a segment or NULL,
+ * and an offset relative to it) makes one call of the modern API
+ * (zbuf_dup_at(), zbuf_cut_at(), zbuf_split_at(), zbuf_copyout_at(),
+ * zbuf_delete(), zbuf_length()) and costs what that call costs; any other
+ * call goes to the library's function.  The behaviour is the same either
+ * way, to the `errno` value.  The functions themselves are exported as
+ * always: a pointer to them, a call written `(zbufDup)(...)`, or
+ * `ZBUF_VX_NO_INLINE` defined before the include use them.
+ *
  * **Not provided.**  `zbufLibInit()`: there is nothing to initialise.
  *
  * **Library.**  Both halves, these `zbufLib` routines and the `zbufSockLib`
@@ -456,6 +467,131 @@ ZBUF_VX_EXPORT caddr_t zbufSegData(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 ZBUF_VX_EXPORT int zbufSegLength(ZBUF_ID zbufId, ZBUF_SEG zbufSeg);
 
 /** @} */
+
+/** @cond INTERNAL */
+/*
+ * The common calls, inline.  zbufDup(), zbufCut(), zbufSplit(),
+ * zbufExtractCopy(), zbufDelete() and zbufLength() are also function-like
+ * macros over the inline functions below, so that a call with an ordinary
+ * location (a segment or NULL, and an offset relative to it) makes the
+ * core's call itself (zbuf_dup_at() ...), which checks every argument once,
+ * and costs what the modern call costs.  Anything else (ZBUF_BEGIN /
+ * ZBUF_END, ZBUF_NONE, a zero length, an empty or huge zbuf for
+ * zbufLength()) goes to the library's function, which gives the same
+ * answer for every argument: it runs the same fast paths (the *_fast
+ * helpers) and the careful ones.  The functions stay: `(zbufDup)(...)`, a
+ * pointer to zbufDup, or ZBUF_VX_NO_INLINE defined before the include
+ * reach them.
+ */
+#include <errno.h>
+
+/* Whether the core's `_at` calls take (seg, offset) as it is. */
+static inline int zbuf__vx_plain(ZBUF_SEG seg, int offset)
+{
+    return seg != ZBUF_NONE && offset > ZBUF_BEGIN && offset < ZBUF_END;
+}
+
+/* The core's count for a VxWorks length: an upper bound, so a negative one
+ * ("to the end") becomes a huge one. */
+static inline size_t zbuf__vx_bound(int len)
+{
+    return (size_t)(int64_t)len;
+}
+
+/* The routines' fast paths, for a plain location (and a length not 0). */
+static inline ZBUF_ID zbuf__vx_dup_fast(ZBUF_ID z, ZBUF_SEG seg, int offset, int len)
+{
+    zbuf_t *dup;
+    int err = zbuf_dup_at(z, seg, offset, zbuf__vx_bound(len), &dup);
+    if (err == 0)
+        return dup;
+    errno = -err;
+    return NULL;
+}
+
+static inline ZBUF_SEG zbuf__vx_cut_fast(ZBUF_ID z, ZBUF_SEG seg, int offset, int len)
+{
+    zbuf_seg_t *after;
+    int err = zbuf_cut_at(z, seg, offset, zbuf__vx_bound(len), &after);
+    if (err == 0)
+        return after != NULL ? after : ZBUF_NONE;
+    errno = -err;
+    return NULL;
+}
+
+static inline ZBUF_ID zbuf__vx_split_fast(ZBUF_ID z, ZBUF_SEG seg, int offset)
+{
+    zbuf_t *tail;
+    int err = zbuf_split_at(z, seg, offset, &tail);
+    if (err == 0)
+        return tail;
+    errno = -err;
+    return NULL;
+}
+
+/* For a buffer that is not NULL; "to the end" copies at most INT_MAX bytes,
+ * so that the count fits the int returned. */
+static inline int zbuf__vx_extract_fast(ZBUF_ID z, ZBUF_SEG seg, int offset, caddr_t buf, int len)
+{
+    ssize_t got = zbuf_copyout_at(z, seg, offset, buf, (size_t)(len < 0 ? INT_MAX : len));
+    if (got >= 0)
+        return (int)got;
+    errno = (int)-got;
+    return ERROR;
+}
+
+static inline STATUS zbuf__vx_delete(ZBUF_ID z)
+{
+    /* The core treats NULL as a no-op; VxWorks calls it an invalid id. */
+    int err = z != NULL ? zbuf_delete(z) : -EINVAL;
+    if (err == 0)
+        return OK;
+    errno = -err;
+    return ERROR;
+}
+
+#if !defined(ZBUF_VX_BUILDING) && !defined(ZBUF_VX_NO_INLINE)
+static inline ZBUF_ID zbuf__vx_dup(ZBUF_ID z, ZBUF_SEG seg, int offset, int len)
+{
+    return zbuf__vx_plain(seg, offset) && len != 0 ? zbuf__vx_dup_fast(z, seg, offset, len)
+                                                   : (zbufDup)(z, seg, offset, len);
+}
+
+static inline ZBUF_SEG zbuf__vx_cut(ZBUF_ID z, ZBUF_SEG seg, int offset, int len)
+{
+    return zbuf__vx_plain(seg, offset) && len != 0 ? zbuf__vx_cut_fast(z, seg, offset, len)
+                                                   : (zbufCut)(z, seg, offset, len);
+}
+
+static inline ZBUF_ID zbuf__vx_split(ZBUF_ID z, ZBUF_SEG seg, int offset)
+{
+    return zbuf__vx_plain(seg, offset) ? zbuf__vx_split_fast(z, seg, offset)
+                                       : (zbufSplit)(z, seg, offset);
+}
+
+static inline int zbuf__vx_extract(ZBUF_ID z, ZBUF_SEG seg, int offset, caddr_t buf, int len)
+{
+    return zbuf__vx_plain(seg, offset) && buf != NULL
+               ? zbuf__vx_extract_fast(z, seg, offset, buf, len)
+               : (zbufExtractCopy)(z, seg, offset, buf, len);
+}
+
+static inline int zbuf__vx_length(ZBUF_ID z)
+{
+    size_t len = zbuf_length(z);
+    /* 0 (empty, or not a zbuf) and more than INT_MAX: the function. */
+    return len - 1 < (size_t)INT_MAX ? (int)len : (zbufLength)(z);
+}
+
+#define zbufDup(zbufId, zbufSeg, offset, len) zbuf__vx_dup(zbufId, zbufSeg, offset, len)
+#define zbufCut(zbufId, zbufSeg, offset, len) zbuf__vx_cut(zbufId, zbufSeg, offset, len)
+#define zbufSplit(zbufId, zbufSeg, offset) zbuf__vx_split(zbufId, zbufSeg, offset)
+#define zbufExtractCopy(zbufId, zbufSeg, offset, buf, len)                              \
+    zbuf__vx_extract(zbufId, zbufSeg, offset, buf, len)
+#define zbufDelete(zbufId) zbuf__vx_delete(zbufId)
+#define zbufLength(zbufId) zbuf__vx_length(zbufId)
+#endif
+/** @endcond */
 
 #ifdef __cplusplus
 }
