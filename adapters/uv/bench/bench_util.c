@@ -47,3 +47,22 @@ void bench_accept(uv_stream_t *listener, int status, zbuf_uv_stream_t *zs)
     if (uv_accept(listener, &zs->stream) != 0)
         bench_die("accept", EINVAL);
 }
+
+void bench_serve(uv_loop_t *loop, pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready)
+{
+    pthread_mutex_lock(mu);
+    *ready = true;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
+    uv_run(loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(loop) != 0)
+        bench_die("uv_loop_close", EBUSY);
+}
+
+void bench_wait_ready(pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready)
+{
+    pthread_mutex_lock(mu);
+    while (!*ready)
+        pthread_cond_wait(cv, mu);
+    pthread_mutex_unlock(mu);
+}

@@ -7,6 +7,8 @@
 #ifndef ZBUF_UV_BENCH_UTIL_H
 #define ZBUF_UV_BENCH_UTIL_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <zbuf/uv.h>
 #include <zbuf/zbuf.h>
@@ -23,5 +25,12 @@ int bench_connect_loopback(int port);
  * stream zs (a TCP handle on the listener's loop, set up for the adapter);
  * dies on failure. */
 void bench_accept(uv_stream_t *listener, int status, zbuf_uv_stream_t *zs);
+/* A server thread's side of the start-up hand-over: set *ready under mu and
+ * signal cv (what the thread published before is then visible to the
+ * waiter), run loop until nothing is left, close it; dies if handles are
+ * still open. */
+void bench_serve(uv_loop_t *loop, pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready);
+/* The other side: wait until *ready (set by bench_serve()). */
+void bench_wait_ready(pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready);
 
 #endif

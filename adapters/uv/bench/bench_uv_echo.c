@@ -330,14 +330,8 @@ static void *server_main(void *arg)
         uv_listen((uv_stream_t *)&S.listener, 8, on_conn) != 0)
         bench_die("listen", errno);
     uv_tcp_getsockname(&S.listener, (struct sockaddr *)&bound, &len);
-    pthread_mutex_lock(&S.mu);
     S.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    S.ready = true;
-    pthread_cond_signal(&S.cv);
-    pthread_mutex_unlock(&S.mu);
-    uv_run(&S.loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&S.loop) != 0)
-        bench_die("uv_loop_close", EBUSY);
+    bench_serve(&S.loop, &S.mu, &S.cv, &S.ready);
     return NULL;
 }
 
@@ -431,10 +425,7 @@ static struct result run_once(enum variant v, size_t msg)
     }
     pthread_t t;
     pthread_create(&t, NULL, server_main, NULL);
-    pthread_mutex_lock(&S.mu);
-    while (!S.ready)
-        pthread_cond_wait(&S.cv, &S.mu);
-    pthread_mutex_unlock(&S.mu);
+    bench_wait_ready(&S.mu, &S.cv, &S.ready);
     uint64_t frames = ((uint64_t)mbytes << 20) / (4 + msg);
     if (frames < 16)
         frames = 16;

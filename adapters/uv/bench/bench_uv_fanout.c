@@ -458,13 +458,7 @@ static void *broker_main(void *arg)
     uv_loop_init(&B.loop);
     B.pub_port = listen_any(&B.pub_listen, on_pub_conn);
     B.sub_port = listen_any(&B.sub_listen, on_sub_conn);
-    pthread_mutex_lock(&B.mu);
-    B.ready = true;
-    pthread_cond_signal(&B.cv);
-    pthread_mutex_unlock(&B.mu);
-    uv_run(&B.loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&B.loop) != 0)
-        bench_die("uv_loop_close", EBUSY);
+    bench_serve(&B.loop, &B.mu, &B.cv, &B.ready);
     copy_free_all();
     return NULL;
 }
@@ -625,10 +619,7 @@ static struct result run_once(enum variant v)
     }
     pthread_t bt, pt, st;
     pthread_create(&bt, NULL, broker_main, NULL);
-    pthread_mutex_lock(&B.mu);
-    while (!B.ready)
-        pthread_cond_wait(&B.cv, &B.mu);
-    pthread_mutex_unlock(&B.mu);
+    bench_wait_ready(&B.mu, &B.cv, &B.ready);
     for (int i = 0; i < nsubs; i++)
         sub_fds[i] = bench_connect_loopback(B.sub_port);
     /* Let the broker accept every subscriber before the publisher starts. */
