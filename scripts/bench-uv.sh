@@ -60,9 +60,15 @@ if [[ -n "$baseline" ]]; then
     common=(-I"$src/bench/common" "$src/bench/common/bench_common.c")
   fi
   same() { # include root, build dir, output
+    # The framing codec, a library of its own (adapters/frame) where the tree has it.
+    local frame=()
+    if [ -d "$2/adapters/frame" ]; then
+      frame=(-I"$1/adapters/frame/include" -L"$2/adapters/frame" -lzbuf-frame
+             -Wl,-rpath,"$2/adapters/frame")
+    fi
     cc -std=gnu11 -O3 -DNDEBUG -I"$1/include" -I"$1/adapters/uv/include" "${common[@]}" \
        "$src/adapters/uv/bench/bench_uv_fanout.c" "$src/adapters/uv/bench/bench_util.c" \
-       -o "$3" -L"$2/adapters/uv" -L"$2/lib" -lzbuf-uv -lzbuf -luv -lpthread \
+       -o "$3" -L"$2/adapters/uv" -L"$2/lib" -lzbuf-uv "${frame[@]}" -lzbuf -luv -lpthread \
        -Wl,-rpath,"$2/adapters/uv:$2/lib" >>"$log" 2>&1 || bench_fail 30
   }
   old=$root/build/bench-base/fanout-before
