@@ -11,7 +11,7 @@
 # Usage: scripts/bench-udpstream.sh [quick]
 # Environment: PASSES (interleaved repetitions of every run, default 3),
 # COUNT (messages of the loss scenario, default 1000), PLOT (0: no PNG),
-# ONLY (pingpong, jumbo, stream, callgrind or loss: just that part).
+# ONLY (pingpong, jumbo, ip, stream, callgrind or loss: just that part).
 #
 # Method.  Scenarios (adapters/udpstream/bench/bench_common.h):
 #  pingpong  round trips of one message on loopback, both ends in one
@@ -28,6 +28,13 @@
 #  jumbo     the same for the two stream modes with 65535-byte datagrams
 #            (what loopback carries): the per-datagram cost shrinks, the
 #            copies stay.
+#  ip        the zero-copy and copying streams over the bundled stack's UDP
+#            (two stacks in one process joined by the in-memory link, which
+#            hands over the very frames sent, as a NIC's DMA would: no
+#            kernel, so no copy that both modes pay), at frame sizes (MTU)
+#            1500, 9000 (jumbo Ethernet) and 65535, with the stacks
+#            checksumming in software and with checksum offload: where the
+#            per-datagram cost that both modes share stops hiding the copies.
 #  stream    one way, writes of one size back to back, corked (the next
 #            process() sends), so small writes share datagrams: where the
 #            copy is cheaper than the references (the crossover); with GRO
@@ -51,12 +58,15 @@ PLOT=${PLOT:-1}
 ONLY=${ONLY:-}
 SIZES="64 256 1024 1443 1444 1445 2888 2889 4096 8192 16384 32768 65536 131072 262144 1048576"
 STREAM_SIZES="16 64 128 256 512 1024 2048 4096 16384 65536"
+IP_SIZES="1024 4096 16384 65536 262144 1048576"
+IP_MTUS="1500 9000 65535"
 CG_SIZES="1444 16384 65536 262144"
 if [ "${1:-}" = quick ]; then
   PASSES=1 COUNT=300
   SIZES="64 1024 1444 1445 16384 65536 262144 1048576"
   STREAM_SIZES="64 512 1024 4096 65536"
   CG_SIZES="16384 262144"
+  IP_SIZES="16384 65536 262144"
 fi
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
@@ -95,6 +105,14 @@ for pass in $(seq 1 "$PASSES"); do
   if want jumbo; then
     BENCH_MTU=65535 "$bin/bench_udpstream" pingpong zerocopy,copy $SIZES |
       sed "s/^pingpong /jumbo /; s/^/$pass /" >>"$raw"
+  fi
+  if want ip; then
+    for mtu in $IP_MTUS; do
+      for off in 0 1; do
+        BENCH_MTU=$mtu BENCH_IP_OFFLOAD=$off "$bin/bench_udpstream" pingpong zerocopy-ip,copy-ip $IP_SIZES |
+          sed "s/^pingpong /ip-$mtu-$off /; s/^/$pass /" >>"$raw"
+      done
+    done
   fi
   if want stream; then
     for i in zerocopy,copy auto zerocopy-nogro,copy-nogro auto-nogro; do
@@ -154,7 +172,7 @@ for line in open(raw):
     if len(f) < 3:
         continue
     kind = f[1]
-    if kind in ("pingpong", "jumbo"):
+    if kind in ("pingpong", "jumbo") or kind.startswith("ip-"):
         pp[(kind, f[2], int(f[3]))].append(tuple(float(x) for x in (f[4], f[7], f[8], f[9], f[10])) + (int(f[0]),))
     elif kind == "stream":
         st[(f[2], int(f[3]))].append(tuple(float(x) for x in (f[4], f[7], f[8])) + (int(f[0]),))
@@ -247,6 +265,33 @@ if sizes("jumbo"):
         if z and c:
             print(f"| {fmt_size(n)} | {med(z, 0):.0f} | {med(c, 0):.0f} | {med(z, 2):.0f} | {med(c, 2):.0f} | {fr(ratio(z, c, 2))} |")
     print()
+ipk = sorted({k[0] for k in pp if k[0].startswith("ip-")}, key=lambda k: (int(k.split("-")[1]), k))
+if ipk:
+    print("### Over the bundled stack's UDP (in-memory link, no kernel): zero copy against copying by frame size\n")
+    print("Cells: zero-copy goodput over copying goodput, then copying CPU per round trip over zero copy's; "
+          "medians over the passes of the ratios taken within each pass (range).\n")
+    cols = []
+    for k in ipk:
+        _, mtu, off = k.split("-")
+        cols.append((k, f"MTU {mtu}, {'checksum offload' if off == '1' else 'software checksum'}"))
+    print("| size | " + " | ".join(c[1] for c in cols) + " |")
+    print("|" + " --- |" * (len(cols) + 1))
+    for n in sorted({k[2] for k in pp if k[0] in ipk}):
+        cells = []
+        for k, _ in cols:
+            z, c = pp.get((k, "zerocopy-ip", n)), pp.get((k, "copy-ip", n))
+            cells.append(f"{fr(ratio(z, c, 2))}; CPU {fr(ratio(c, z, 3))}" if z and c else "-")
+        print(f"| {fmt_size(n)} | " + " | ".join(cells) + " |")
+    print()
+    print("| MTU, checksum | " + " | ".join(f"{fmt_size(n)} zc, copy MB/s" for n in sorted({k[2] for k in pp if k[0] in ipk})) + " |")
+    print("|" + " --- |" * (1 + len({k[2] for k in pp if k[0] in ipk})))
+    for k, label in cols:
+        cells = []
+        for n in sorted({k2[2] for k2 in pp if k2[0] in ipk}):
+            z, c = pp.get((k, "zerocopy-ip", n)), pp.get((k, "copy-ip", n))
+            cells.append(f"{med(z, 2):.0f}, {med(c, 2):.0f}" if z and c else "-")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
 crosses = {}
 ssz = sorted({k[1] for k in st})
 if ssz:
@@ -325,6 +370,14 @@ for zi, ci, label in (("zerocopy", "copy", "with UDP GRO"), ("zerocopy-nogro", "
           (f"; met from {fmt_size(met_from)} up" if met_from and min(rs.values()) < 1.5 else ""))
     print(f"  (CPU time per round trip, copying over zero copy: " +
           ", ".join(f"{fmt_size(n)} {cs[n]:.2f}" for n in big) + ")")
+for k in ipk:
+    big = [n for n in sorted({k2[2] for k2 in pp if k2[0] == k}) if n >= 16384 and pp.get((k, "copy-ip", n))]
+    if not big:
+        continue
+    rs = {n: ratio(pp[(k, "zerocopy-ip", n)], pp[(k, "copy-ip", n)], 2)[0] for n in big}
+    _, mtu, off = k.split("-")
+    print(f"- over the bundled stack, MTU {mtu}, {'checksum offload' if off == '1' else 'software checksum'}: "
+          f"{'met' if min(rs.values()) >= 1.5 else 'NOT met'}: " + ", ".join(f"{fmt_size(n)} {rs[n]:.2f}" for n in big))
 jb = [n for n in sizes("jumbo") if n >= 16384]
 if jb:
     rs = [gp("jumbo", "zerocopy", n) / gp("jumbo", "copy", n) for n in jb if gp("jumbo", "copy", n)]

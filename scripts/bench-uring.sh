@@ -32,7 +32,7 @@ ONLY=${ONLY:-all}
 if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
 fi
-SEND_MODES="copy epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"
+SEND_MODES="copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"
 
 bench_build bench_uring
 bin=$root/build/bench/adapters/uring/bench/bench_uring
@@ -43,7 +43,7 @@ res=$out/results.txt
 
 if ! probe=$("$bin" probe); then
   echo "==> io_uring unusable here ($probe): only the epoll rows can run" >&2
-  SEND_MODES="copy epoll msgzc msgzc-always"
+  SEND_MODES="copy sock epoll msgzc msgzc-always"
   uring_ok=0
 else
   uring_ok=1

@@ -91,7 +91,7 @@ if [[ -n "$baseline" ]]; then
     echo "$a $b" >>"$res"
     echo "round $r: $rev $a, $here $b (messages/s, broker us per message); load $(cut -d' ' -f1 /proc/loadavg)" >&2
   done
-  awk -v rev="$rev" -v here="$here" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" -v n="$rounds" '
+  awk -v rev="$rev" -v here="$here" -v load="$(bench_load)" -v n="$rounds" '
     function med(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
                                        if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }

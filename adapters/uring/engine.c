@@ -396,6 +396,50 @@ size_t zbuf__uring_consume(struct zbuf_uring_sock *s, size_t n)
     return done;
 }
 
+unsigned zbuf__uring_gather(struct zbuf_uring_sock *s, size_t stop_at, size_t *bytes,
+                            bool *file_front)
+{
+    unsigned n = 0;
+    size_t total = 0;
+    int flags = s->qhead->flags;
+    *file_front = false;
+    for (struct zu_msg *m = s->qhead; m != NULL && n < ZU_IOV_MAX; m = m->next) {
+        if (m->flags != flags)
+            break;
+        size_t len = zbuf_length(m->z);
+        if (len == 0)
+            continue;
+        if (len >= stop_at && m != s->qhead)
+            break;
+        size_t got = 0;
+        int c = zbuf_iovec(m->z, 0, ZBUF_TO_END, s->iov + n, (int)(ZU_IOV_MAX - n), &got);
+        if (c == 0 && n == 0 && got == 0) {
+            *file_front = true; /* a file segment in front: the caller decides */
+            break;
+        }
+        n += (unsigned)(c > 0 ? c : 0);
+        total += got;
+        if (got < len || total >= s->opts.batch_max)
+            break; /* a file segment, a full array, or enough */
+    }
+    /* Not more than batch_max in one request. */
+    if (total > s->opts.batch_max) {
+        size_t keep = 0;
+        unsigned i = 0;
+        while (keep + s->iov[i].iov_len <= s->opts.batch_max)
+            keep += s->iov[i++].iov_len;
+        if (keep < s->opts.batch_max) {
+            s->iov[i].iov_len = s->opts.batch_max - keep;
+            keep = s->opts.batch_max;
+            i++;
+        }
+        n = i;
+        total = keep;
+    }
+    *bytes = total;
+    return n;
+}
+
 void zbuf__uring_pop_done(struct zbuf_uring_sock *s)
 {
     zbuf__uring_msg_done(s, pop_front(s), 0);

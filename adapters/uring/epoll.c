@@ -9,8 +9,10 @@
  * tries again at once when it resumes (an edge that came meanwhile is not
  * repeated).  Sends go through a zbuf-sock handle per socket (so zero
  * copy is `MSG_ZEROCOPY` with its adaptive COPIED fallback, and its
- * notifications are read when epoll reports EPOLLERR): one `sendmsg()` per
- * queued zbuf on a stream socket (`MSG_MORE` while more follow), one
+ * notifications are read when epoll reports EPOLLERR).  On a stream
+ * socket, copying sends gather the queued zbufs into one `sendmsg()` (up
+ * to 1024 iovecs and `batch_max` bytes, `MSG_MORE` while more follow);
+ * a zero-copy send or a file segment goes alone through zbuf-sock.  One
  * `sendmmsg()` per batch of up to 64 datagrams.  Receives are
  * zbuf_sock_recv() and zbuf_sock_recvmmsg() into the ring's pool.
  */
@@ -63,6 +65,19 @@ static int ep_submit(zbuf_uring_t *u)
 {
     (void)u;
     return 0;
+}
+
+/* After zero-copy notifications: whether zbuf-sock still asks for zero
+ * copy (a "copied" notification turns it off).  Once it is off for good
+ * (no reprobe), sends skip the handle and are gathered like plain ones. */
+static void zc_refresh(struct zbuf_uring_sock *s)
+{
+    if (!s->zc_on || s->opts.reprobe_after != 0 ||
+        (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY_ALWAYS))
+        return;
+    zbuf_sock_stats_t st;
+    zbuf_sock_get_stats(s->h, &st);
+    s->zc_on = st.zerocopy_on;
 }
 
 /* zbuf-sock's events: count the bytes it released. */
@@ -138,6 +153,44 @@ static void ep_maybe_shutdown(struct zbuf_uring_sock *s)
     zbuf__uring_due(s);
 }
 
+/*
+ * A copying send of the front of the queue: the queued zbufs of the
+ * front's flags gathered into one sendmsg() (as the ring gathers them into
+ * one request), so that small messages do not cost a system call each.
+ * The kernel copies what it takes, so every byte sent is released at once
+ * (zbuf__uring_consume()).  Returns bytes sent, a negative errno, or 0
+ * when nothing could be gathered (a file segment in front, no memory for
+ * the iovec array): the caller then sends the front message alone.
+ */
+static ssize_t send_gathered(struct zbuf_uring_sock *s)
+{
+    if (s->iov == NULL && (s->iov = malloc(ZU_IOV_MAX * sizeof *s->iov)) == NULL)
+        return 0;
+    size_t bytes;
+    bool file_front;
+    /* A message that may go zero copy is not swept into a copying send. */
+    size_t stop_at = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_on ? s->opts.zc_min
+                                                                          : SIZE_MAX;
+    unsigned n = zbuf__uring_gather(s, stop_at, &bytes, &file_front);
+    if (n == 0)
+        return 0;
+    struct msghdr mh = {.msg_iov = s->iov, .msg_iovlen = n};
+    int f = s->qhead->flags | MSG_DONTWAIT | MSG_NOSIGNAL | (bytes < s->qbytes ? MSG_MORE : 0);
+    ssize_t r;
+    do
+        r = sendmsg(s->fd, &mh, f);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -errno;
+    s->st.bytes_released += (uint64_t)r;
+    s->st.sends++;
+    s->st.bytes_sent += (uint64_t)r;
+    if ((size_t)r < bytes)
+        s->st.short_sends++;
+    zbuf__uring_consume(s, (size_t)r);
+    return r;
+}
+
 static void send_stream(struct zbuf_uring_sock *s)
 {
     while (s->qhead != NULL && s->tx_ready) {
@@ -150,8 +203,13 @@ static void send_stream(struct zbuf_uring_sock *s)
         int f = m->flags | MSG_DONTWAIT | (m->next != NULL ? MSG_MORE : 0);
         /* The handle only when zero copy may be asked for: its locks and
          * events cost what a small copying send is worth. */
-        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && len >= s->opts.zc_min;
-        ssize_t r = handle ? zbuf_sock_send(s->h, m->z, f) : zbuf_sock_send_fd(s->fd, m->z, f);
+        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_on &&
+                      len >= s->opts.zc_min;
+        ssize_t r = handle ? 0 : send_gathered(s);
+        if (r > 0)
+            continue;
+        if (r == 0)
+            r = handle ? zbuf_sock_send(s->h, m->z, f) : zbuf_sock_send_fd(s->fd, m->z, f);
         if (r > 0 && !handle)
             s->st.bytes_released += (uint64_t)r; /* copied: released by the send */
         if (r > 0) {
@@ -195,7 +253,7 @@ static void send_dgrams(struct zbuf_uring_sock *s)
                 memcpy(&msgs[n].addr, m->addr, m->addrlen);
             n++;
         }
-        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) != 0;
+        bool handle = (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_on;
         int r = handle ? zbuf_sock_sendmmsg(s->h, msgs, n, flags | MSG_DONTWAIT)
                        : zbuf_sock_sendmmsg_fd(s->fd, msgs, n, flags | MSG_DONTWAIT);
         if (r == -EMSGSIZE && s->zc_capable) {
@@ -449,8 +507,10 @@ static int ep_wait(zbuf_uring_t *u, int timeout_ms)
             u->st.wakes++;
             continue;
         }
-        if ((e & EPOLLERR) && s->h != NULL && zbuf_sock_complete(s->h) > 0)
+        if ((e & EPOLLERR) && s->h != NULL && zbuf_sock_complete(s->h) > 0) {
             e &= ~(uint32_t)EPOLLERR; /* zero-copy notifications, not an error */
+            zc_refresh(s);
+        }
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
             s->rx_ready = true;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR))

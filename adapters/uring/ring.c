@@ -379,50 +379,21 @@ static int unfile_front(zbuf_t *z)
     return 0;
 }
 
-/* Gather the front of the queue into s->iov.  Returns the iovec count
- * (*bytes covered, *nmsg messages touched), 0 when nothing can go now. */
+/* Gather the front of the queue into s->iov (zbuf__uring_gather()); a
+ * file segment in front is read into memory first.  Returns the iovec
+ * count, 0 when nothing can go now. */
 static unsigned gather(struct zbuf_uring_sock *s, size_t *bytes)
 {
-    unsigned n = 0;
-    size_t total = 0;
-    int flags = s->qhead->flags;
-    for (struct zu_msg *m = s->qhead; m != NULL && n < ZU_IOV_MAX; m = m->next) {
-        if (m->flags != flags)
-            break;
-        size_t len = zbuf_length(m->z);
-        if (len == 0)
-            continue;
-        size_t got = 0;
-        int c = zbuf_iovec(m->z, 0, ZBUF_TO_END, s->iov + n, (int)(ZU_IOV_MAX - n), &got);
-        if (c == 0 && n == 0 && got == 0) {
-            /* A file segment in front: make it memory, then look again. */
-            int rc = unfile_front(m->z);
-            if (rc < 0) {
-                zbuf__uring_fail_front(s, rc);
-                return 0;
-            }
-            c = zbuf_iovec(m->z, 0, ZBUF_TO_END, s->iov + n, (int)(ZU_IOV_MAX - n), &got);
+    bool file_front = false;
+    unsigned n = zbuf__uring_gather(s, SIZE_MAX, bytes, &file_front);
+    if (n == 0 && file_front) {
+        int rc = unfile_front(s->qhead->z);
+        if (rc < 0) {
+            zbuf__uring_fail_front(s, rc);
+            return 0;
         }
-        n += (unsigned)(c > 0 ? c : 0);
-        total += got;
-        if (got < len || total >= s->opts.batch_max)
-            break; /* a file segment, a full array, or enough */
+        n = zbuf__uring_gather(s, SIZE_MAX, bytes, &file_front);
     }
-    /* Not more than batch_max in one request. */
-    if (total > s->opts.batch_max) {
-        size_t keep = 0;
-        unsigned i = 0;
-        while (keep + s->iov[i].iov_len <= s->opts.batch_max)
-            keep += s->iov[i++].iov_len;
-        if (keep < s->opts.batch_max) {
-            s->iov[i].iov_len = s->opts.batch_max - keep;
-            keep = s->opts.batch_max;
-            i++;
-        }
-        n = i;
-        total = keep;
-    }
-    *bytes = total;
     return n;
 }
 

@@ -379,6 +379,13 @@ ZBUF__URING_HIDDEN void zbuf__uring_dirty(struct zbuf_uring_sock *s);
 /* Cut `n` bytes from the front of the queue: finished messages move to the
  * done list with status 0.  Returns bytes cut. */
 ZBUF__URING_HIDDEN size_t zbuf__uring_consume(struct zbuf_uring_sock *s, size_t n);
+/* Gather the front of a stream's queue (messages of the front's flags,
+ * up to ZU_IOV_MAX iovecs and opts.batch_max bytes, stopping before a
+ * message of `stop_at` bytes or more other than the front) into s->iov,
+ * which must be allocated.  Returns the iovec count and *bytes covered; 0
+ * with *file_front set when the front message starts with a file segment. */
+ZBUF__URING_HIDDEN unsigned zbuf__uring_gather(struct zbuf_uring_sock *s, size_t stop_at,
+                                               size_t *bytes, bool *file_front);
 /* The front message was sent whole (its zbuf is empty): finish it. */
 ZBUF__URING_HIDDEN void zbuf__uring_pop_done(struct zbuf_uring_sock *s);
 /* Finish the front message with `status` (its rest goes back to its callback). */

@@ -11,6 +11,7 @@
  *                                  of the machine's load; one line per size
  *                                  and implementation:
  *     pingpong IMPL SIZE p50_us p50_lo p50_hi p99_us goodput_MBps cpu_us copies
+ *                                  (times timed in ns, printed in us)
  *   PROG stream IMPL[,IMPL2] [SIZE...]  one way, SIZE-byte writes back to back for
  *                                  0.2 s per run; one line per size:
  *     stream IMPL SIZE MBps MBps_lo MBps_hi cpu_ns_per_byte copies
@@ -31,7 +32,12 @@
  * corks writes; BENCH_ROUNDS=N makes pingpong run exactly N round trips
  * per size and print nothing (for callgrind: instructions per round trip
  * are the count of pp_round's calls divided by N); BENCH_STATS=1 prints the
- * streams' counters at the end.
+ * streams' counters at the end.  The implementations zerocopy-ip, copy-ip
+ * and auto-ip run over the bundled stack's UDP (two stacks joined by the
+ * in-memory link) instead of kernel sockets: BENCH_MTU is then also the
+ * interfaces' MTU, BENCH_IP_OFFLOAD=1 gives them checksum offload and
+ * BENCH_IP_DMA=1 has the link copy each frame into a receive pool (a NIC's
+ * DMA done by the CPU; MTU 2000 at most).
  *
  * Both ends run in one thread of one process, driven in turn without
  * sleeping for pingpong (so a round trip is the cost of both ends and the
@@ -70,6 +76,13 @@ static inline uint64_t bench_now_us(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static inline uint64_t bench_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static inline uint64_t bench_cpu_us(void)

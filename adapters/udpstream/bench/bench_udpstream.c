@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* zbuf-udpstream (zero-copy, copying, adaptive modes) and kernel TCP with
- * TCP_NODELAY, in the scenarios of bench_common.h. */
+ * TCP_NODELAY, in the scenarios of bench_common.h; the stream modes also
+ * over the bundled stack's UDP (two stacks joined by the in-memory link),
+ * where no kernel copies the payload. */
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <zbuf/udpstream.h>
+#ifdef BENCH_WITH_STACK
+#include <zbuf/ip.h>
+#endif
 
 #include "bench_common.h"
 
@@ -17,6 +22,11 @@ struct us_inst {
     zbuf_buf_t *msgbuf;
     zbuf_udpstream_mode_t mode;
     bool nocc, nogro;
+#ifdef BENCH_WITH_STACK
+    /* Over the bundled stack: the client on stack a, the server on b. */
+    zbuf_ip_stack_t *sa, *sb;
+    zbuf_ip_link_t *link;
+#endif
 };
 static struct us_inst us_insts[2];
 #define U (&us_insts[bench_slot])
@@ -63,20 +73,82 @@ static void us_server(struct sockaddr_in *sa)
         die("listen", rc);
 }
 
-static void us_pp_open(size_t max)
+/* Run the client's side (its stack first, over the bundled stack). */
+static void us_drive_cli(void)
 {
-    struct sockaddr_in sa;
-    us_server(&sa);
-    us_pair(&sa);
+#ifdef BENCH_WITH_STACK
+    if (U->sa != NULL)
+        zbuf_ip_poll(U->sa);
+#endif
+    zbuf_udpstream_process(U->cli);
+}
+
+static void us_drive_srv(void)
+{
+#ifdef BENCH_WITH_STACK
+    if (U->sb != NULL)
+        zbuf_ip_poll(U->sb);
+#endif
+    zbuf_udpstream_process(U->srv);
+}
+
+/* The message buffer, then both ends driven until connected. */
+static void us_pp_ready(size_t max)
+{
     int rc = zbuf_buf_alloc(max, &U->msgbuf);
     if (rc < 0)
         die("alloc", rc);
     memset(zbuf_buf_data(U->msgbuf), 0x42, max);
     while (!(zbuf_udpstream_events(U->srv) & ZBUF_UDPSTREAM_CONNECTED)) {
-        zbuf_udpstream_process(U->cli);
-        zbuf_udpstream_process(U->srv);
+        us_drive_cli();
+        us_drive_srv();
     }
 }
+
+static void us_pp_open(size_t max)
+{
+    struct sockaddr_in sa;
+    us_server(&sa);
+    us_pair(&sa);
+    us_pp_ready(max);
+}
+
+#ifdef BENCH_WITH_STACK
+/* Two stacks (192.0.2.1 and .2, MTU 1500) joined by the in-memory link.
+ * By default the link hands the receiving stack the very frames sent, as
+ * a NIC's DMA engine would put them in memory without the CPU: nothing is
+ * copied on the way.  BENCH_IP_DMA=1 makes the CPU do that DMA (a copy
+ * into a receive pool per frame, charged to both modes alike);
+ * BENCH_IP_OFFLOAD=1 gives both interfaces checksum offload (otherwise
+ * the stacks checksum every datagram in software). */
+static void us_ip_open(size_t max)
+{
+    const char *dma = getenv("BENCH_IP_DMA"), *off = getenv("BENCH_IP_OFFLOAD");
+    zbuf_ip_link_config_t lc = {.copy_to_pool = dma != NULL && strcmp(dma, "1") == 0,
+                                .pool_bufs = 4096,
+                                .csum_offload = off != NULL && strcmp(off, "1") == 0};
+    zbuf_ip_netif_config_t na = {.mac = {2, 0, 0, 0, 0, 1}, .addr = ZBUF_IP_ADDR(192, 0, 2, 1),
+                                 .prefix_len = 24};
+    zbuf_ip_netif_config_t nb = {.mac = {2, 0, 0, 0, 0, 2}, .addr = ZBUF_IP_ADDR(192, 0, 2, 2),
+                                 .prefix_len = 24};
+    const char *mtu = getenv("BENCH_MTU"); /* also the interfaces' MTU */
+    if (mtu != NULL)
+        na.mtu = nb.mtu = (uint16_t)atoi(mtu);
+    int rc;
+    if ((rc = zbuf_ip_stack_create(NULL, &U->sa)) < 0 ||
+        (rc = zbuf_ip_stack_create(NULL, &U->sb)) < 0 ||
+        (rc = zbuf_ip_link_create(&lc, &U->link)) < 0 ||
+        (rc = zbuf_ip_link_attach(U->link, 0, U->sa, &na, NULL)) < 0 ||
+        (rc = zbuf_ip_link_attach(U->link, 1, U->sb, &nb, NULL)) < 0)
+        die("stack", rc);
+    zbuf_udpstream_opts_t o;
+    us_opts(&o);
+    if ((rc = zbuf_udpstream_open_ip(U->sb, nb.addr, 5000, 0, 0, &o, &U->srv)) < 0 ||
+        (rc = zbuf_udpstream_open_ip(U->sa, na.addr, 0, nb.addr, 5000, &o, &U->cli)) < 0)
+        die("open_ip", rc);
+    us_pp_ready(max);
+}
+#endif
 
 static void us_pp_round(size_t size)
 {
@@ -88,14 +160,14 @@ static void us_pp_round(size_t size)
         die("write", rc);
     size_t echoed = 0, back = 0;
     while (back < size) {
-        zbuf_udpstream_process(U->srv);
+        us_drive_srv();
         ssize_t n;
         while (echoed < size && (n = zbuf_udpstream_read(U->srv, 1, size - echoed, &z)) > 0) {
             echoed += (size_t)n;
             if ((rc = zbuf_udpstream_write(U->srv, z)) < 0) /* the echo: the same bytes */
                 die("echo", rc);
         }
-        zbuf_udpstream_process(U->cli);
+        us_drive_cli();
         while (back < size && (n = zbuf_udpstream_read(U->cli, 1, size - back, &z)) > 0) {
             back += (size_t)n;
             zbuf_delete(z);
@@ -124,7 +196,7 @@ static uint64_t us_st_step(size_t size)
             break;
         }
     }
-    zbuf_udpstream_process(U->srv);
+    us_drive_srv();
     uint64_t got = 0;
     zbuf_t *z;
     ssize_t n;
@@ -132,7 +204,7 @@ static uint64_t us_st_step(size_t size)
         got += (uint64_t)n;
         zbuf_delete(z);
     }
-    zbuf_udpstream_process(U->cli);
+    us_drive_cli();
     return got;
 }
 
@@ -159,6 +231,14 @@ static void us_close(void)
     zbuf_udpstream_delete(U->srv);
     zbuf_buf_unref(U->msgbuf);
     U->msgbuf = NULL;
+#ifdef BENCH_WITH_STACK
+    if (U->sa != NULL) {
+        zbuf_ip_link_delete(U->link);
+        zbuf_ip_stack_delete(U->sa);
+        zbuf_ip_stack_delete(U->sb);
+        return;
+    }
+#endif
     close(U->cfd);
     close(U->sfd);
 }
@@ -216,6 +296,18 @@ US_IMPL(nocc, ZBUF_UDPSTREAM_AUTO, true, false)
 US_IMPL(zc_nogro, ZBUF_UDPSTREAM_ZEROCOPY, false, true)
 US_IMPL(copy_nogro, ZBUF_UDPSTREAM_COPY, false, true)
 US_IMPL(auto_nogro, ZBUF_UDPSTREAM_AUTO, false, true)
+
+#ifdef BENCH_WITH_STACK
+#define US_IP_IMPL(nm, m_)                                                                  \
+    static void us_ip_open_##nm(size_t max)                                                 \
+    {                                                                                       \
+        *U = (struct us_inst){.mode = m_};                                                  \
+        us_ip_open(max);                                                                    \
+    }
+US_IP_IMPL(zc, ZBUF_UDPSTREAM_ZEROCOPY)
+US_IP_IMPL(copy, ZBUF_UDPSTREAM_COPY)
+US_IP_IMPL(auto, ZBUF_UDPSTREAM_AUTO)
+#endif
 
 /* ------------------------------------------------------------ kernel TCP */
 
@@ -315,6 +407,15 @@ static const struct bench_impl impls[] = {
     US_ROW("auto-nogro", auto_nogro),
     {"tcp", tcp_pp_open, tcp_pp_round, NULL, tcp_pp_close, tcp_st_step, NULL, NULL, NULL, NULL,
      NULL, true},
+#ifdef BENCH_WITH_STACK
+/* Over the bundled stack's UDP (us_ip_open()): no loss scenario. */
+#define US_IP_ROW(name, nm)                                                                 \
+    {name, us_ip_open_##nm, us_pp_round, us_copied, us_close, us_st_step, NULL, NULL, NULL,   \
+     NULL, NULL, true}
+    US_IP_ROW("zerocopy-ip", zc),
+    US_IP_ROW("copy-ip", copy),
+    US_IP_ROW("auto-ip", auto),
+#endif
 };
 
 int main(int argc, char **argv)

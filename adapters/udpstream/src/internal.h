@@ -39,8 +39,8 @@ enum zus_type {
 
 #define ZUS_F_FIN 0x01u /* DATA: the last segment of the sender's direction */
 
-/* Bytes of a SYN / SYNACK payload: source connection id, largest payload
- * the sender accepts, its window. */
+/* Bytes of a SYN / SYNACK payload: source connection id (4), largest
+ * payload the sender accepts (2), flags (2, must be 0 in this version). */
 #define ZUS_HELLO_LEN 8
 
 /*

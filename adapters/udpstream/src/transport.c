@@ -2,11 +2,14 @@
 /*
  * The built-in transports.
  *
- * UDP socket (through zbuf-sock): sends are zbuf_sock_sendmmsg_fd(), up to
- * 64 gathered datagrams per system call, each a header segment and the
- * payload's own segments; receives are zbuf_sock_recvmmsg() into buffers
- * of the stream's own pool, one buffer per datagram, so that a peer can
- * only ever hold this stream's buffers.  When the application holds every
+ * UDP socket: sends gather each datagram's header segment and payload
+ * segments straight into sendmmsg() (up to 64 datagrams per system call),
+ * runs of equal-size datagrams as one UDP GSO send (UDP_SEGMENT), off for
+ * good when the kernel or the route refuses it; a datagram that does not
+ * fit the iovec arrays goes through zbuf_sock_sendmmsg_fd().  Receives are
+ * zbuf_sock_recvmmsg() into buffers of the stream's own pool, or with UDP
+ * GRO into larger pool regions that coalesced datagrams are split from by
+ * reference, so that a peer can only ever hold this stream's buffers.  When the application holds every
  * buffer, one datagram at a time is read into a scratch buffer and only
  * its acknowledgement fields are used (its data, if any, is counted and
  * dropped): acknowledgements keep flowing while the reader is slow.

@@ -11,8 +11,12 @@
  *       TCP sender.  Messages of `size` bytes, each a zbuf sharing one
  *       master buffer (zbuf_dup()), kept queued up to a high-water mark.
  *       MODE: copy            send() of one buffer per message (BSD sockets)
- *             epoll           the engine on the epoll path: one sendmsg()
- *                             per zbuf, through zbuf-sock
+ *             sock            the socket adapter's path as an application
+ *                             drives it: zbuf_sock_send_fd() of each zbuf
+ *                             (one sendmsg() each), poll() when the socket
+ *                             buffer is full
+ *             epoll           the engine on its epoll fallback: queued zbufs
+ *                             gathered into one sendmsg() per batch
  *             msgzc           the same with MSG_ZEROCOPY (adaptive)
  *             uring           the engine on io_uring, plain requests
  *             uring-zc        io_uring, SEND_ZC / SENDMSG_ZC (adaptive)
@@ -65,6 +69,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <zbuf/sock.h>
 #include <zbuf/uring.h>
 
 #include "bench_common.h"
@@ -200,6 +206,49 @@ static int send_copy(int fd)
     return 0;
 }
 
+/* The socket adapter on its own, as an application without the engine
+ * drives it: one zbuf_sock_send_fd() per message (no handle: no zero copy
+ * asked for), poll() when the socket buffer is full; the messages are dups
+ * of one master buffer, as in the engine's modes. */
+static int send_sock(int fd)
+{
+    zbuf_buf_t *mb;
+    zbuf_t *master;
+    int rc;
+    if ((rc = zbuf_buf_alloc(opt.size, &mb)) < 0 || (rc = zbuf_create(&master)) < 0 ||
+        (rc = zbuf_append_ref(master, mb, 0, opt.size)) < 0)
+        bench_die("master", rc);
+    memset(zbuf_buf_data(mb), 'z', opt.size);
+    zbuf_buf_unref(mb);
+    double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
+    uint64_t msgs = 0;
+    while (bench_now_s() < end) {
+        for (int i = 0; i < 64; i++, msgs++) {
+            zbuf_t *z;
+            if ((rc = zbuf_dup(master, 0, ZBUF_TO_END, &z)) < 0)
+                bench_die("zbuf_dup", rc);
+            while (zbuf_length(z) > 0) { /* zbuf-sock cuts what it sent */
+                ssize_t w = zbuf_sock_send_fd(fd, z, MSG_DONTWAIT);
+                if (w == -EAGAIN) {
+                    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+                    poll(&pf, 1, 1000);
+                } else if (w < 0) {
+                    bench_die("zbuf_sock_send_fd", (int)w);
+                }
+            }
+            zbuf_delete(z);
+        }
+    }
+    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
+    zbuf_delete(master);
+    shutdown(fd, SHUT_WR);
+    char c;
+    while (recv(fd, &c, 1, 0) > 0)
+        ;
+    result("send", msgs * opt.size, msgs, secs, cpu, "");
+    return 0;
+}
+
 static int role_send(const char *host, int port)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -207,6 +256,10 @@ static int role_send(const char *host, int port)
     bufsize(fd, SO_SNDBUF, opt.sockbuf);
     if (strcmp(opt.mode, "copy") == 0)
         return send_copy(fd);
+    if (strcmp(opt.mode, "sock") == 0) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        return send_sock(fd);
+    }
     zbuf_uring_opts_t eo;
     zbuf_uring_opts_init(&eo);
     eo.flags = strncmp(opt.mode, "uring", 5) == 0 ? ZBUF_URING_NO_FALLBACK : ZBUF_URING_FORCE_EPOLL;

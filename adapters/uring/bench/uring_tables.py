@@ -107,15 +107,21 @@ ADAPTIVE = ['epoll', 'msgzc', 'uring', 'uring-zc', 'uring-zc-fixed']
 if sizes('send'):
     ms = modes('send')
     print("#### Send side, TCP (receiver discards): messages per second, medians\n")
-    print("| message | " + " | ".join(ms) + " | uring / epoll | IQR |")
-    print("| --- |" + " ---: |" * (len(ms) + 2))
+    # The "epoll path" is the socket adapter as applications drive
+    # it (sock: one sendmsg() per zbuf); the engine's own epoll fallback
+    # (epoll) gathers queued zbufs as the ring does, so it is shown too.
+    base = 'sock' if 'sock' in ms else 'epoll'
+    print("| message | " + " | ".join(ms) + f" | uring / {base} | IQR | uring / epoll fallback | IQR |")
+    print("| --- |" + " ---: |" * (len(ms) + 4))
     for s in sizes('send'):
         cells = [num(med('send', s, m, 'msgs')) for m in ms]
-        r = ratio('send', s, 'uring', 'epoll', 'msgs')
+        r = ratio('send', s, 'uring', base, 'msgs')
+        rf = ratio('send', s, 'uring', 'epoll', 'msgs')
         print(f"| {human(s)} | " + " | ".join(cells) +
-              f" | {r:.2f}x | {iqr('send', s, 'uring', 'epoll', 'msgs')} |")
+              f" | {r:.2f}x | {iqr('send', s, 'uring', base, 'msgs')} | {rf:.2f}x | "
+              f"{iqr('send', s, 'uring', 'epoll', 'msgs')} |")
         if s <= 1024 and 'uring' in ms:
-            targets.append((f"io_uring message rate >= 1.3x the epoll path, {human(s)}",
+            targets.append((f"io_uring message rate >= 1.3x the epoll path ({base}), {human(s)}",
                             r, r >= 1.3))
     print()
     print("#### Send side: MB per CPU-second of the sender, medians, and ratio to `copy`\n")
@@ -144,7 +150,7 @@ if sizes('send'):
     groups = (
         ("io_uring modes / copy", [('uring', 'copy'), ('uring-zc', 'copy'),
                                    ('uring-zc-fixed', 'copy')]),
-        ("epoll path / copy", [('epoll', 'copy'), ('msgzc', 'copy')]),
+        ("epoll paths / copy", [('sock', 'copy'), ('epoll', 'copy'), ('msgzc', 'copy')]),
         ("adaptive zero copy / its plain path", [('uring-zc', 'uring'),
                                                  ('uring-zc-fixed', 'uring'),
                                                  ('msgzc', 'epoll')]),

@@ -486,7 +486,7 @@ typedef struct zbuf_ip_link_config {
     uint32_t queue_max;   /**< frames in flight per direction; more are dropped (0: 4096) */
     bool copy_to_pool;    /**< emulate a NIC: "DMA" every frame into a pool buffer of the
                                receiving side (a copy made by the emulated hardware, counted in
-                               zbuf_ip_link_stats_t::dma_bytes and not in zbuf_stats()); false:
+                               zbuf_ip_link_stats_t::dma_bytes, not in zbuf_stats_get()); false:
                                the receiving stack gets the very segments sent (zero copy).
                                Pool buffers hold 2048 bytes: larger frames are dropped (use
                                an MTU of 2000 or less in this mode) */

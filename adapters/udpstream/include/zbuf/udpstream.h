@@ -10,9 +10,10 @@
  *
  * - **Send.**  zbuf_udpstream_write() consumes the caller's zbuf.  Its bytes
  *   are cut into segments of at most zbuf_udpstream_opts_t::mtu minus the
- *   IPv4, UDP and stream headers; each datagram is a small header segment in
- *   front of a zbuf_dup() of its range, sent by gather (`sendmmsg()`, 64
- *   datagrams per call, through <zbuf/sock.h>).  The stream keeps its
+ *   IPv4, UDP and stream headers; each datagram is a small header in front
+ *   of its range's own segments, sent by gather (on a socket, one
+ *   `sendmmsg()` of up to 64 messages, each run of equal-size datagrams one
+ *   UDP GSO message where the kernel takes it).  The stream keeps its
  *   reference to every byte until the peer has acknowledged it, so the
  *   caller's release callbacks run after the acknowledgement, never before
  *   (and once, also when the stream fails or is deleted).
@@ -54,7 +55,7 @@
  * `-ETIMEDOUT`.  zbuf_udpstream_shutdown() sends a FIN after the queued
  * bytes; the stream is closed when both directions have ended and a short
  * TIME_WAIT has passed.  The wire format is described in
- * adapters/udpstream/README.md.
+ * docs/udpstream.md.
  *
  * ### Driving a stream
  *
