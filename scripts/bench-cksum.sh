@@ -9,17 +9,6 @@
 # Results and how to read them: docs/benchmarks.md (section TCP/IP stack,
 # "Checksum").
 # Usage: scripts/bench-cksum.sh [--reps N] [--target-ms MS]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
-
-mkdir -p build
-log=$root/build-bench-cksum.log
-echo "==> configure+build build/bench (Release)" >&2
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
-      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-cmake --build "$root/build/bench" -j"$(nproc)" --target bench_cksum >>"$log" 2>&1 ||
-  { tail -n 60 "$log" >&2; exit 1; }
+source "$(dirname "$0")/bench-lib.sh" build-bench-cksum.log
+bench_build bench_cksum
 exec "$root/build/bench/adapters/stack/bench/bench_cksum" "$@"

@@ -22,32 +22,22 @@
 # Results and how to read them: docs/benchmarks.md, section "Core".
 # Usage: [BEFORE=rev] [ROUNDS=n] [CALLGRIND=1] [RT=1] scripts/bench-core.sh [bench_core options]
 #        (bench_core --help lists the options)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench.log
 
 ROUNDS=${ROUNDS:-3}
 BEFORE=${BEFORE:-}
 CALLGRIND=${CALLGRIND:-0}
-rt=""
-[ "${RT:-0}" = 1 ] && rt="chrt -f 50"
-mkdir -p build
-log=$root/build-bench.log
+rt=$(bench_rt)
 
 # build_bench SRC BUILD [cmake options]: an optimised bench_core of the
 # library in SRC.
 build_bench() {
   local src=$1 dir=$2
   shift 2
-  cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
-        -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-        -DZBUF_BUILD_DOCS=OFF "$@" >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-  cmake --build "$dir" -j"$(nproc)" --target bench_core >>"$log" 2>&1 ||
-    { tail -n 60 "$log" >&2; exit 1; }
+  bench_configure "$src" "$dir" "$@"
+  bench_make "$dir" bench_core
 }
 
-: >"$log"
 echo "==> configure+build build/bench (Release)" >&2
 build_bench "$root" "$root/build/bench"
 after=$root/build/bench/bench/bench_core

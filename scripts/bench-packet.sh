@@ -16,28 +16,18 @@
 # and draws docs/benchmarks-packet.png with gnuplot.  Needs root.
 # Results and how to read them: docs/benchmarks.md (section Packet rings).
 # Usage: scripts/bench-packet.sh [rounds (default 5)] [frames per run (default 1000000)]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench-packet.log
 rounds=${1:-5}
 frames=${2:-1000000}
 stack_bytes=$((128 << 20))
 
-mkdir -p build
-log=$root/build-bench-packet.log
-echo "==> configure+build build/bench (Release)" >&2
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
-      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-cmake --build "$root/build/bench" -j"$(nproc)" --target bench_packet bench_stack_packet >>"$log" 2>&1 ||
-  { tail -n 60 "$log" >&2; exit 1; }
+bench_build bench_packet bench_stack_packet
 
 bp=$root/build/bench/adapters/packet/bench/bench_packet
 bs=$root/build/bench/adapters/stack/drivers/packet/bench/bench_stack_packet
 rows=$root/build/bench-packet-rows.txt # every run's row, kept for a closer look
 : >"$rows"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "load average before: $(bench_load)" >&2
 for r in $(seq "$rounds"); do
   echo "==> round $r/$rounds" >&2
   for size in 64 512 1514; do
@@ -60,7 +50,7 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-load=$(cut -d' ' -f1-3 /proc/loadavg)
+load=$(bench_load)
 
 python3 - "$rows" "$rounds" "$frames" "$load" "$root/build/bench-packet-plot.dat" <<'PY'
 import statistics, sys

@@ -26,10 +26,7 @@
 # a memfd), so the receiver is what limits.  Within each repetition every
 # mode of a row runs once, in turn, so that drift in machine load hits all
 # modes alike; the tables give medians over the repetitions.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench.log
 
 RUNS=${RUNS:-5}
 DUR=${DUR:-2}
@@ -42,24 +39,15 @@ if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=1 FILE_MB="7 63 200" FILE_RUNS=3
 fi
 
-mkdir -p build
-log=$root/build-bench.log
-echo "==> configure+build build/bench (Release)" >&2
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
-      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-cmake --build "$root/build/bench" -j"$(nproc)" --target zbuf_blaster zbuf_blastee sock_overhead \
-      >>"$log" 2>&1 ||
-  { tail -n 60 "$log" >&2; exit 1; }
+bench_build zbuf_blaster zbuf_blastee sock_overhead
 bin=$root/build/bench/adapters/sock/examples
 out=$root/build/bench/sock
 mkdir -p "$out" "$FILE_DIR"
 csv=$out/results.csv
 echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds,peer_cpu" >"$csv"
 
-if [ "$(nproc)" -ge 2 ]; then snd="taskset -c 0" rcv="taskset -c 1"; else snd="" rcv=""; fi
+snd="$(bench_rt) $(bench_cpu 0)" rcv="$(bench_rt) $(bench_cpu 1)"
 if [ "${RT:-0}" = 1 ]; then
-  snd="chrt -f 50 $snd" rcv="chrt -f 50 $rcv"
   echo "==> RT=1: sender and receiver run with SCHED_FIFO priority 50" >&2
 fi
 
@@ -68,12 +56,7 @@ start_blastee() {
   rm -f "$out/port"
   $rcv "$bin/zbuf_blastee" -q -p "$out/port" "$@" 0 >"$out/ee.txt" &
   pid=$!
-  local i
-  for i in $(seq 1 500); do
-    [ -s "$out/port" ] && break
-    sleep 0.01
-  done
-  port=$(cat "$out/port")
+  port=$(bench_port "$out/port")
 }
 
 # pair KIND SIZE SOCKBUF SENDMODE RECVMODE RUN  (one retry if a side fails)

@@ -10,32 +10,19 @@
 # (build/bench-base) and runs it in every round right after the current one;
 # its rows are marked "(base)" and the table gains a column with the
 # current/base ratio per configuration (median of per-round ratios).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench-stack.log
 rounds=${1:-7}
 bytes=${2:-268435456}
 
-mkdir -p build
-log=$root/build-bench-stack.log
-echo "==> configure+build build/bench (Release)" >&2
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
-      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-cmake --build "$root/build/bench" -j"$(nproc)" --target bench_stack bench_lwip >>"$log" 2>&1 ||
-  { tail -n 60 "$log" >&2; exit 1; }
+bench_build bench_stack bench_lwip
 base=${BENCH_BASE:-}
 if [ -n "$base" ]; then
   echo "==> configure+build build/bench-base from $base" >&2
   src=$root/build/bench-base-src
   rm -rf "$src" && mkdir -p "$src"
   git -C "$root" archive "$base" | tar -x -C "$src"
-  cmake -S "$src" -B "$root/build/bench-base" -DCMAKE_BUILD_TYPE=Release \
-        -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-        -DZBUF_BUILD_DOCS=OFF >>"$log" 2>&1 || { tail -n 60 "$log" >&2; exit 1; }
-  cmake --build "$root/build/bench-base" -j"$(nproc)" --target bench_stack >>"$log" 2>&1 ||
-    { tail -n 60 "$log" >&2; exit 1; }
+  bench_configure "$src" "$root/build/bench-base"
+  bench_make "$root/build/bench-base" bench_stack
 fi
 
 bin=$root/build/bench/adapters/stack/bench

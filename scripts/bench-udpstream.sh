@@ -50,10 +50,7 @@
 # Every run of every implementation is repeated PASSES times, interleaved,
 # so that drift in the machine's load hits all alike; the tables give the
 # median over the passes and its range.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench-udpstream.log
 
 PASSES=${PASSES:-3}
 COUNT=${COUNT:-1000}
@@ -73,19 +70,14 @@ if [ "${1:-}" = quick ]; then
 fi
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
-mkdir -p build
-log=$root/build-bench-udpstream.log
 echo "==> configure+build build/bench (Release)" >&2
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
-      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+bench_configure "$root" "$root/build/bench"
 targets="bench_udpstream"
 help=$(cmake --build "$root/build/bench" --target help 2>/dev/null || true)
 if grep -q "bench_udpstream_enet" <<<"$help"; then
   targets="$targets bench_udpstream_enet"
 fi
-cmake --build "$root/build/bench" -j"$(nproc)" --target $targets >>"$log" 2>&1 ||
-  { tail -n 60 "$log" >&2; exit 1; }
+bench_make "$root/build/bench" $targets
 bin=$root/build/bench/adapters/udpstream/bench
 out=$root/build/bench/udpstream
 mkdir -p "$out"

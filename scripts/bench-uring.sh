@@ -21,10 +21,7 @@
 # repetitions, and ratios as the median of the ratio within a repetition.
 # CPU is the user+system time of the side under test (getrusage), which on
 # loopback includes the kernel's protocol work done in its context.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench-uring.log
 
 RUNS=${RUNS:-5}
 DUR=${DUR:-1}
@@ -37,14 +34,7 @@ if [ "${1:-}" = quick ]; then
 fi
 SEND_MODES="copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"
 
-mkdir -p build
-log=$root/build-bench-uring.log
-echo "==> configure+build build/bench (Release)" >&2
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release \
-      -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-      -DZBUF_BUILD_DOCS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-cmake --build "$root/build/bench" -j"$(nproc)" --target bench_uring >>"$log" 2>&1 ||
-  { tail -n 60 "$log" >&2; exit 1; }
+bench_build bench_uring
 bin=$root/build/bench/adapters/uring/bench/bench_uring
 out=$root/build/bench/uring
 mkdir -p "$out"
@@ -58,10 +48,10 @@ if ! probe=$("$bin" probe); then
 else
   uring_ok=1
 fi
-echo "==> machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r); $probe" >&2
+echo "==> machine: $(bench_machine); $probe" >&2
 echo "machine cpus=$(nproc) load=$(cut -d' ' -f1 /proc/loadavg) kernel=$(uname -r)" >>"$res"
 
-if [ "$(nproc)" -ge 2 ]; then me="taskset -c 0" peer="taskset -c 1"; else me="" peer=""; fi
+me=$(bench_cpu 0) peer=$(bench_cpu 1)
 want() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
 
 # Start a listening peer (its arguments in "$@"); sets $port and $pid.
@@ -69,12 +59,7 @@ start_peer() {
   rm -f "$out/port"
   $peer "$bin" "$@" -p "$out/port" 0 >"$out/peer.txt" &
   pid=$!
-  local i
-  for i in $(seq 1 500); do
-    [ -s "$out/port" ] && break
-    sleep 0.01
-  done
-  port=$(cat "$out/port")
+  port=$(bench_port "$out/port")
 }
 
 record() { # kind run line
@@ -104,11 +89,11 @@ recv_pair() {
   rm -f "$out/port"
   $me "$bin" recv "$@" -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
   pid=$!
-  for i in $(seq 1 500); do [ -s "$out/port" ] && break; sleep 0.01; done
-  local bsize=$size
+  local port bsize=$size
+  port=$(bench_port "$out/port")
   [ "$kind" = tcp ] && bsize=65536
   $peer "$bin" blast "$@" -s "$bsize" -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" \
-    127.0.0.1 "$(cat "$out/port")" >/dev/null &
+    127.0.0.1 "$port" >/dev/null &
   local bpid=$!
   wait "$pid" || true
   wait "$bpid" || true

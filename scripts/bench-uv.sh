@@ -26,10 +26,7 @@
 #                    last variant (stream limits, stream writes) beside.
 # Environment: FANOUT_ARGS / ECHO_ARGS replace each program's arguments;
 # BASE_ARGS the fan-out arguments of a --baseline run (default --msgs 2000).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-scripts/deps.sh
+source "$(dirname "$0")/bench-lib.sh" build-bench-uv.log
 
 runs=7 msgs=5000 mbytes=256 baseline= rounds=7 cgruns=${CGRUNS:-3}
 while [[ $# -gt 0 ]]; do
@@ -42,20 +39,13 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-mkdir -p build
-log=$root/build-bench-uv.log
 build() { # source dir, build dir
   echo "==> configure+build $2 (Release)" >&2
-  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release \
-        -DZBUF_BUILD_BENCH=ON -DZBUF_BUILD_TESTS=OFF -DZBUF_BUILD_EXAMPLES=OFF \
-        -DZBUF_BUILD_DOCS=OFF -DZBUF_WITH_UV=ON >>"$log" 2>&1 || { tail -n 60 "$log" >&2; exit 1; }
-  cmake --build "$2" -j"$(nproc)" --target bench_uv_fanout bench_uv_echo >>"$log" 2>&1 ||
-    { tail -n 60 "$log" >&2; exit 1; }
+  bench_configure "$1" "$2" -DZBUF_WITH_UV=ON
+  bench_make "$2" bench_uv_fanout bench_uv_echo
 }
-: >"$log"
 build "$root" "$root/build/bench"
 bin=$root/build/bench/adapters/uv
-machine() { echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)"; }
 
 if [[ -n "$baseline" ]]; then
   rev=$(git -C "$root" rev-parse --short "$baseline")
@@ -63,19 +53,30 @@ if [[ -n "$baseline" ]]; then
   rm -rf "$src" && mkdir -p "$src"
   git -C "$root" archive "$baseline" | tar -x -C "$src"
   build "$src" "$root/build/bench-base/build"
-  # REV's benchmark program against each library, compiled alike.
+  # REV's benchmark program against each library, compiled alike (with the
+  # benchmarks' common helpers, where REV has them in bench/common).
+  common=()
+  if [ -f "$src/bench/common/bench_common.c" ]; then
+    common=(-I"$src/bench/common" "$src/bench/common/bench_common.c")
+  fi
   same() { # include root, build dir, output
-    cc -std=gnu11 -O3 -DNDEBUG -I"$1/include" -I"$1/adapters/uv/include" \
+    # The framing codec, a library of its own (adapters/frame) where the tree has it.
+    local frame=()
+    if [ -d "$2/adapters/frame" ]; then
+      frame=(-I"$1/adapters/frame/include" -L"$2/adapters/frame" -lzbuf-frame
+             -Wl,-rpath,"$2/adapters/frame")
+    fi
+    cc -std=gnu11 -O3 -DNDEBUG -I"$1/include" -I"$1/adapters/uv/include" "${common[@]}" \
        "$src/adapters/uv/bench/bench_uv_fanout.c" "$src/adapters/uv/bench/bench_util.c" \
-       -o "$3" -L"$2/adapters/uv" -L"$2/lib" -lzbuf-uv -lzbuf -luv -lpthread \
-       -Wl,-rpath,"$2/adapters/uv:$2/lib" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; exit 1; }
+       -o "$3" -L"$2/adapters/uv" -L"$2/lib" -lzbuf-uv "${frame[@]}" -lzbuf -luv -lpthread \
+       -Wl,-rpath,"$2/adapters/uv:$2/lib" >>"$log" 2>&1 || bench_fail 30
   }
   old=$root/build/bench-base/fanout-before
   new=$root/build/bench-base/fanout-after
   same "$src" "$root/build/bench-base/build" "$old"
   same "$root" "$root/build/bench" "$new"
   here=$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- . || echo +changes)
-  echo "==> machine: $(machine)" >&2
+  echo "==> machine: $(bench_machine)" >&2
   "$new" --msgs 200 --runs 1 --verify >/dev/null 2>&1
   "$old" --msgs 200 --runs 1 --verify >/dev/null 2>&1
   # One run of a program; prints "messages/s CPU-us-per-message" of its zbuf dup row.
@@ -90,7 +91,7 @@ if [[ -n "$baseline" ]]; then
     echo "$a $b" >>"$res"
     echo "round $r: $rev $a, $here $b (messages/s, broker us per message); load $(cut -d' ' -f1 /proc/loadavg)" >&2
   done
-  awk -v rev="$rev" -v here="$here" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" -v n="$rounds" '
+  awk -v rev="$rev" -v here="$here" -v load="$(bench_load)" -v n="$rounds" '
     function med(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
                                        if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
@@ -153,7 +154,7 @@ if [[ -n "$baseline" ]]; then
   exit 0
 fi
 
-echo "==> machine: $(machine)" >&2
+echo "==> machine: $(bench_machine)" >&2
 echo "==> correctness pass (--verify)" >&2
 "$bin/bench_uv_fanout" --msgs 200 --runs 1 --verify >/dev/null
 "$bin/bench_uv_echo" --mbytes 8 --runs 1 --verify >/dev/null

@@ -40,6 +40,7 @@
 
 #include <zbuf/vxworks_sock.h>
 
+#include "../vxworks/fdtab.h"
 #include "uring_internal.h"
 
 /* As the socket adapter's layer: a partly sent zbuf may wait this long. */
@@ -126,15 +127,10 @@ static zbuf_uring_sock_t *sock_for(int fd)
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
         return NULL;
     if ((size_t)fd >= vxu.ntab) {
-        size_t n = vxu.ntab ? vxu.ntab : 64;
-        while (n <= (size_t)fd)
-            n *= 2;
-        struct vxu_sock *t = realloc(vxu.tab, n * sizeof *t);
+        struct vxu_sock *t = zbuf_vx__fdtab_grow(vxu.tab, &vxu.ntab, sizeof *t, fd);
         if (t == NULL)
             return NULL;
-        memset(t + vxu.ntab, 0, (n - vxu.ntab) * sizeof *t);
         vxu.tab = t;
-        vxu.ntab = n;
     }
     struct vxu_sock *e = &vxu.tab[fd];
     if (e->s != NULL && (e->dev != st.st_dev || e->ino != st.st_ino)) {

@@ -32,6 +32,8 @@
 
 #include <zbuf/vxworks_sock.h>
 
+#include "fdtab.h"
+
 
 /* How long a partly sent zbuf may wait for the rest to be accepted. */
 #define VX_STALL_MS 30000
@@ -188,15 +190,10 @@ static zbuf_sock_t *handle_for(int fd)
     if (vx.nzombies > 0)
         sweep_zombies_locked();
     if ((size_t)fd >= vx.ntab) {
-        size_t n = vx.ntab ? vx.ntab : 64;
-        while (n <= (size_t)fd)
-            n *= 2;
-        struct vx_entry *t = realloc(vx.tab, n * sizeof *t);
+        struct vx_entry *t = zbuf_vx__fdtab_grow(vx.tab, &vx.ntab, sizeof *t, fd);
         if (t == NULL)
             goto out;
-        memset(t + vx.ntab, 0, (n - vx.ntab) * sizeof *t);
         vx.tab = t;
-        vx.ntab = n;
     }
     struct vx_entry *e = &vx.tab[fd];
     if (e->s != NULL && (e->dev != st.st_dev || e->ino != st.st_ino)) {

@@ -35,32 +35,12 @@
 #include <unistd.h>
 #include <zbuf/packet.h>
 
+#include "bench_common.h"
 #include "nsutil.h"
 
 #define ETYPE 0x88b5
 
 static struct zpt_ns ns;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void die(const char *what, int err)
-{
-    fprintf(stderr, "bench_packet: %s: %s\n", what, strerror(err < 0 ? -err : err));
-    exit(1);
-}
 
 static void build_frame(uint8_t *f, size_t len, const uint8_t *dst, const uint8_t *src)
 {
@@ -137,8 +117,8 @@ static void bench_tx(const char *mode, size_t size, uint64_t frames)
         zbuf_create(&master);
         zbuf_append_buf(master, f, size, NULL, NULL);
         zbuf_t *batch[32];
-        t0 = now_s();
-        c0 = cpu_s();
+        t0 = bench_now_s();
+        c0 = bench_cpu_s();
         for (uint64_t sent = 0; sent < frames;) {
             unsigned n = frames - sent < 32 ? (unsigned)(frames - sent) : 32;
             for (unsigned i = 0; i < n; i++)
@@ -151,14 +131,14 @@ static void bench_tx(const char *mode, size_t size, uint64_t frames)
                 else if (r == -EAGAIN || r == 0)
                     zbuf_packet_flush(p);
                 else
-                    die("send_batch", r);
+                    bench_die("send_batch", r);
             }
             sent += n;
         }
         while (zbuf_packet_tx_pending(p))
             zbuf_packet_flush(p);
-        t1 = now_s();
-        c1 = cpu_s();
+        t1 = bench_now_s();
+        c1 = bench_cpu_s();
         zbuf_delete(master);
         zbuf_packet_close(p, 1000);
     } else {
@@ -167,13 +147,13 @@ static void bench_tx(const char *mode, size_t size, uint64_t frames)
         fcntl(s, F_SETFL, fl & ~O_NONBLOCK);
         int sz = 4 << 20;
         setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz);
-        t0 = now_s();
-        c0 = cpu_s();
+        t0 = bench_now_s();
+        c0 = bench_cpu_s();
         if (strcmp(mode, "send") == 0) {
             for (uint64_t i = 0; i < frames; i++)
                 while (send(s, f, size, 0) < 0)
                     if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
-                        die("send", errno);
+                        bench_die("send", errno);
         } else {
             struct mmsghdr m[32];
             struct iovec iov[32];
@@ -190,11 +170,11 @@ static void bench_tx(const char *mode, size_t size, uint64_t frames)
                 if (r > 0)
                     sent += (unsigned)r;
                 else if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
-                    die("sendmmsg", errno);
+                    bench_die("sendmmsg", errno);
             }
         }
-        t1 = now_s();
-        c1 = cpu_s();
+        t1 = bench_now_s();
+        c1 = bench_cpu_s();
         close(s);
     }
     usleep(100 * 1000);
@@ -210,7 +190,7 @@ static void bench_rx(const char *mode, uint64_t frames)
 {
     int go[2], res[2];
     if (pipe(go) || pipe(res))
-        die("pipe", errno);
+        bench_die("pipe", errno);
     /* The receiver is ready before the sender starts. */
     zbuf_packet_t *p = NULL;
     int s = -1;
@@ -239,7 +219,7 @@ static void bench_rx(const char *mode, uint64_t frames)
         char c;
         if (read(go[0], &c, 1) != 1)
             _exit(1);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         zbuf_t *batch[64];
         for (uint64_t sent = 0; sent < frames;) {
             unsigned n = frames - sent < 64 ? (unsigned)(frames - sent) : 64;
@@ -257,16 +237,16 @@ static void bench_rx(const char *mode, uint64_t frames)
         }
         while (zbuf_packet_tx_pending(t))
             zbuf_packet_flush(t);
-        double rate = (double)frames / (now_s() - t0);
+        double rate = (double)frames / (bench_now_s() - t0);
         if (write(res[1], &rate, sizeof rate) != sizeof rate)
             _exit(1);
         zbuf_packet_close(t, 1000);
         _exit(0);
     }
     usleep(200 * 1000);
-    double c0 = cpu_s();
+    double c0 = bench_cpu_s();
     if (write(go[1], "x", 1) != 1)
-        die("pipe", errno);
+        bench_die("pipe", errno);
     uint64_t got = 0;
     double rate = 0;
     bool sender_done = false;
@@ -304,7 +284,7 @@ static void bench_rx(const char *mode, uint64_t frames)
         if (pr == 0 && sender_done)
             break;
     }
-    double c1 = cpu_s();
+    double c1 = bench_cpu_s();
     waitpid(pid, NULL, 0);
     zbuf_packet_stats_t st = {0};
     if (p) {
@@ -335,9 +315,9 @@ static void side_send(struct side *x, uint8_t *f)
         while ((rc = zbuf_packet_send(x->p, z, 0)) == -EAGAIN)
             zbuf_packet_flush(x->p);
         if (rc)
-            die("send", rc);
+            bench_die("send", rc);
     } else if (send(x->s, f, 64, 0) != 64) {
-        die("send", errno);
+        bench_die("send", errno);
     }
 }
 
@@ -408,7 +388,7 @@ static void bench_lat(const char *mode, unsigned rounds, uint32_t tov)
     unsigned warm = rounds / 10 + 5, done = 0;
     for (unsigned i = 0; i < rounds + warm; i++) {
         memcpy(f + 14, &i, 4);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         side_send(&c, f);
         uint8_t g[64];
         if (!side_recv(&c, g, 2000)) {
@@ -416,7 +396,7 @@ static void bench_lat(const char *mode, unsigned rounds, uint32_t tov)
             break;
         }
         if (i >= warm)
-            rtt[done++] = (now_s() - t0) * 1e6;
+            rtt[done++] = (bench_now_s() - t0) * 1e6;
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);

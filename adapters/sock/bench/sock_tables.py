@@ -92,11 +92,20 @@ def nsk(kind, s, m):
 
 L = []
 plot_send, plot_recv = [], []
+
+
+def table(title, cols):
+    """A table's title, header row and alignment row: the first column
+    left-aligned, the figures right-aligned."""
+    L.append(title)
+    L.append("| " + " | ".join(cols) + " |")
+    L.append("| --- |" + " ---: |" * (len(cols) - 1))
+
+
 if sizes('send'):
-    L.append("### Send side (receiver discards): MB/s, medians\n")
-    L.append("| message / socket buffer | copy | zbuf | zerocopy | zc-always "
-             "| zbuf gain | zerocopy gain | zc-always gain | zbuf gain IQR |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table("### Send side (receiver discards): MB/s, medians\n",
+          ["message / socket buffer", "copy", "zbuf", "zerocopy", "zc-always", "zbuf gain",
+           "zerocopy gain", "zc-always gain", "zbuf gain IQR"])
     for s in sizes('send'):
         m = [med('send', s, k) for k in ('copy', 'zbuf', 'zerocopy', 'zc-always')]
         g = [ratio('send', s, k, 'copy') for k in ('zbuf', 'zerocopy', 'zc-always')]
@@ -106,40 +115,36 @@ if sizes('send'):
         if sockbuf('send', s) != '0':
             plot_send.append([msg(s)] + m)
 if sizes('recv'):
-    L.append("\n### Receive side (sender uses sendfile): MB/s, medians\n")
-    L.append("| message / socket buffer | copy | zbuf | zbuf gain | zbuf gain IQR |")
-    L.append("| --- | ---: | ---: | ---: | ---: |")
+    table("\n### Receive side (sender uses sendfile): MB/s, medians\n",
+          ["message / socket buffer", "copy", "zbuf", "zbuf gain", "zbuf gain IQR"])
     for s in sizes('recv'):
         c, z = med('recv', s, 'copy'), med('recv', s, 'zbuf')
         L.append(f"| {human(msg(s))} / {human(sockbuf('recv', s))} | {c:.0f} | {z:.0f} | "
                  f"{pct(ratio('recv', s, 'zbuf', 'copy'))} | {spread('recv', s, 'zbuf', 'copy')} |")
         if sockbuf('recv', s) != '0':
             plot_recv.append([msg(s), c, z])
-    L.append("\n### CPU time of the side under test: ns per KiB moved, medians\n")
-    L.append("| message / socket buffer | send copy | send zbuf | send zerocopy | send zc-always "
-             "| recv copy | recv zbuf |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table("\n### CPU time of the side under test: ns per KiB moved, medians\n",
+          ["message / socket buffer", "send copy", "send zbuf", "send zerocopy",
+           "send zc-always", "recv copy", "recv zbuf"])
     for s in sizes('send'):
         v = [nsk('send', s, m) for m in ('copy', 'zbuf', 'zerocopy', 'zc-always')] + \
             [nsk('recv', s, m) for m in ('copy', 'zbuf')]
         L.append(f"| {human(msg(s))} / {human(sockbuf('send', s))} | "
                  + " | ".join(f"{x:.0f}" for x in v) + " |")
 if sizes('gather'):
-    L.append("\n### A message of 4 application buffers (receiver discards): MB/s, medians\n")
-    L.append("| message | memcpy + write | gather (zbuf) | gather / memcpy |")
-    L.append("| --- | ---: | ---: | ---: |")
+    table("\n### A message of 4 application buffers (receiver discards): MB/s, medians\n",
+          ["message", "memcpy + write", "gather (zbuf)", "gather / memcpy"])
     for s in sizes('gather'):
         a, b = med('gather', s, 'memcpy4'), med('gather', s, 'gather4')
         L.append(f"| {human(s)} | {a:.0f} | {b:.0f} | "
                  f"{ratio('gather', s, 'gather4', 'memcpy4'):.2f}x |")
 if sizes('file'):
-    L.append("\n### File to socket (receiver discards): ms, medians\n")
-    L.append("Elapsed time of the sender (median); speed-up: read+send time over the "
-             "zbuf time, median (and range) of the per-run ratios; CPU: user+system "
-             "ms of sender + receiver (median).\n")
-    L.append("| file | receiver reads | read + send | zbuf (default: sendfile) | zbuf, mapped "
-             "| speed-up default | speed-up mapped | CPU read+send | CPU default | CPU mapped |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table("\n### File to socket (receiver discards): ms, medians\n\n"
+          "Elapsed time of the sender (median); speed-up: read+send time over the "
+          "zbuf time, median (and range) of the per-run ratios; CPU: user+system "
+          "ms of sender + receiver (median).\n",
+          ["file", "receiver reads", "read + send", "zbuf (default: sendfile)", "zbuf, mapped",
+           "speed-up default", "speed-up mapped", "CPU read+send", "CPU default", "CPU mapped"])
 
     def both_cpu(k, m):
         v = [float(r['cpu']) + float(r['peer_cpu'] or 'nan') for r in rows

@@ -36,35 +36,8 @@
 #include <unistd.h>
 #include <zbuf/sock.h>
 
-/* Times this process blocked (voluntary context switches) so far. */
-static long waits(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_nvcsw;
-}
-
-/* User + system CPU seconds of this process so far. */
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-_Noreturn static void die(const char *what, int err)
-{
-    fprintf(stderr, "zbuf_blastee: %s: %s\n", what, strerror(err < 0 ? -err : err));
-    exit(1);
-}
+#include "bench_common.h"
+#include "blast_opts.h"
 
 _Noreturn static void usage(void)
 {
@@ -75,31 +48,17 @@ _Noreturn static void usage(void)
 
 int main(int argc, char **argv)
 {
-    size_t size = 16384;
-    int sockbuf = 0, quiet = 0;
-    double seconds = 0, interval = 1;
-    const char *mode = "zbuf", *portfile = NULL;
-    int opt;
-    while ((opt = getopt(argc, argv, "s:b:t:i:m:p:q")) != -1) {
-        switch (opt) {
-        case 's': size = strtoul(optarg, NULL, 0); break;
-        case 'b': sockbuf = atoi(optarg); break;
-        case 't': seconds = atof(optarg); break;
-        case 'i': interval = atof(optarg); break;
-        case 'm': mode = optarg; break;
-        case 'p': portfile = optarg; break;
-        case 'q': quiet = 1; break;
-        default: usage();
-        }
-    }
-    if (argc - optind != 1 || size == 0)
+    /* -p: write the port listened on to this file. */
+    struct blast_opts args = { .size = 16384, .seconds = 0, .interval = 1, .mode = "zbuf" };
+    int first = blast_parse(argc, argv, 'p', &args, usage);
+    if (argc - first != 1 || args.size == 0)
         usage();
     enum { M_COPY, M_ZBUF, M_DISCARD } m;
-    if (strcmp(mode, "copy") == 0)
+    if (strcmp(args.mode, "copy") == 0)
         m = M_COPY;
-    else if (strcmp(mode, "zbuf") == 0)
+    else if (strcmp(args.mode, "zbuf") == 0)
         m = M_ZBUF;
-    else if (strcmp(mode, "discard") == 0)
+    else if (strcmp(args.mode, "discard") == 0)
         m = M_DISCARD;
     else
         usage();
@@ -110,39 +69,31 @@ int main(int argc, char **argv)
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     /* Set before listen() so the accepted socket inherits it (and the
      * window scale is chosen for it). */
-    if (sockbuf > 0 && setsockopt(l, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf) != 0)
-        die("SO_RCVBUF", errno);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind])),
+    if (args.sockbuf > 0 &&
+        setsockopt(l, SOL_SOCKET, SO_RCVBUF, &args.sockbuf, sizeof args.sockbuf) != 0)
+        bench_die("SO_RCVBUF", errno);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[first])),
                               .sin_addr.s_addr = htonl(INADDR_ANY) };
     if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 1) != 0)
-        die("bind/listen", errno);
-    if (portfile != NULL) {
-        socklen_t sl = sizeof sa;
-        getsockname(l, (struct sockaddr *)&sa, &sl);
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", portfile);
-        FILE *f = fopen(tmp, "w");
-        if (f == NULL || fprintf(f, "%u\n", ntohs(sa.sin_port)) < 0 || fclose(f) != 0 ||
-            rename(tmp, portfile) != 0)
-            die(portfile, errno);
-    }
+        bench_die("bind/listen", errno);
+    bench_write_port(l, args.path);
     int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
-        die("accept", errno);
+        bench_die("accept", errno);
     close(l);
 
-    char *buf = malloc(size);
+    char *buf = malloc(args.size);
     zbuf_pool_t *pool = NULL;
     zbuf_t *z = NULL;
     if (m == M_ZBUF) {
         /* Buffers of the message size up to 64 KiB, enough for two messages. */
-        size_t bs = size < 4096 ? 4096 : size > 65536 ? 65536 : size;
-        size_t count = 2 * ((size + bs - 1) / bs) + 16;
+        size_t bs = args.size < 4096 ? 4096 : args.size > 65536 ? 65536 : args.size;
+        size_t count = 2 * ((args.size + bs - 1) / bs) + 16;
         int e = zbuf_pool_create(bs, count, &pool);
         if (e == 0)
             e = zbuf_create(&z);
         if (e != 0)
-            die("pool", e);
+            bench_die("pool", e);
     }
 
     double t0 = 0, tick = 0, last = 0; /* from the first byte on */
@@ -152,17 +103,17 @@ int main(int argc, char **argv)
         ssize_t r;
         switch (m) {
         case M_COPY:
-            r = read(fd, buf, size);
+            r = read(fd, buf, args.size);
             if (r < 0)
                 r = -errno;
             break;
         case M_ZBUF:
-            r = zbuf_sock_recv(fd, pool, size, 0, z);
+            r = zbuf_sock_recv(fd, pool, args.size, 0, z);
             if (r > 0)
                 zbuf_cut(z, 0, ZBUF_TO_END, NULL); /* "zbufDelete": back to the pool */
             break;
         default:
-            r = recv(fd, NULL, size, MSG_TRUNC);
+            r = recv(fd, NULL, args.size, MSG_TRUNC);
             if (r < 0)
                 r = -errno;
             break;
@@ -170,23 +121,23 @@ int main(int argc, char **argv)
         if (r == -EINTR)
             continue;
         if (r < 0)
-            die("receive", (int)r);
+            bench_die("receive", (int)r);
         if (r == 0)
             break;
-        last = now_s();
+        last = bench_now_s();
         if (total == 0)
             t0 = tick = last;
         total += (uint64_t)r;
         since += (uint64_t)r;
         if ((++n & 15) == 0) {
-            if (last - tick >= interval) {
-                if (!quiet)
-                    printf("zbuf_blastee: %s %zu: %.1f MB/s\n", mode, size,
+            if (last - tick >= args.interval) {
+                if (!args.quiet)
+                    printf("zbuf_blastee: %s %zu: %.1f MB/s\n", args.mode, args.size,
                            (double)since / (last - tick) / 1e6);
                 tick = last;
                 since = 0;
             }
-            if (seconds > 0 && last - t0 >= seconds)
+            if (args.seconds > 0 && last - t0 >= args.seconds)
                 break;
         }
     }
@@ -195,7 +146,8 @@ int main(int argc, char **argv)
         t = 1e-9;
     printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f calls=%u "
            "waits=%ld\n",
-           mode, size, t, (unsigned long long)total, (double)total / t / 1e6, cpu_s(), n, waits());
+           args.mode, args.size, t, (unsigned long long)total, (double)total / t / 1e6,
+           bench_cpu_s(), n, bench_waits());
     zbuf_delete(z);
     zbuf_pool_delete(pool);
     free(buf);

@@ -53,35 +53,8 @@
 #include <unistd.h>
 #include <zbuf/sock.h>
 
-/* Times this process blocked (voluntary context switches) so far. */
-static long waits(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_nvcsw;
-}
-
-/* User + system CPU seconds of this process so far. */
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-_Noreturn static void die(const char *what, int err)
-{
-    fprintf(stderr, "zbuf_blaster: %s: %s\n", what, strerror(err < 0 ? -err : err));
-    exit(1);
-}
+#include "bench_common.h"
+#include "blast_opts.h"
 
 _Noreturn static void usage(void)
 {
@@ -102,13 +75,13 @@ static int connect_to(const char *host, const char *port, int sockbuf)
     }
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        die("socket", errno);
+        bench_die("socket", errno);
     if (sockbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf) != 0)
-        die("SO_SNDBUF", errno);
+        bench_die("SO_SNDBUF", errno);
     int tries = 0;
     while (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         if (errno != ECONNREFUSED || ++tries > 200)
-            die("connect", errno);
+            bench_die("connect", errno);
         usleep(10000); /* the blastee may still be starting */
     }
     freeaddrinfo(ai);
@@ -122,7 +95,7 @@ static void write_all(int fd, const char *p, size_t n)
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            die("write", errno);
+            bench_die("write", errno);
         p += k;
         n -= (size_t)k;
     }
@@ -133,23 +106,23 @@ static double send_file(int fd, const char *path, const char *mode, uint64_t *by
 {
     int ffd = open(path, O_RDONLY | O_CLOEXEC);
     if (ffd < 0)
-        die(path, errno);
+        bench_die(path, errno);
     struct stat st;
     fstat(ffd, &st);
     *bytes = (uint64_t)st.st_size;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (strcmp(mode, "readsend") == 0) {
         static char buf[65536];
         ssize_t n;
         while ((n = read(ffd, buf, sizeof buf)) > 0)
             write_all(fd, buf, (size_t)n);
         if (n < 0)
-            die("read", errno);
+            bench_die("read", errno);
     } else if (strncmp(mode, "zfile", 5) == 0) {
         /* One zbuf, file segments of at most 1 GiB each. */
         zbuf_t *z;
         if (zbuf_create(&z) != 0)
-            die("zbuf_create", ENOMEM);
+            bench_die("zbuf_create", ENOMEM);
         for (off_t off = 0; off < st.st_size;) {
             size_t n = (size_t)(st.st_size - off) < (1u << 30) ? (size_t)(st.st_size - off)
                                                                  : (1u << 30);
@@ -158,7 +131,7 @@ static double send_file(int fd, const char *path, const char *mode, uint64_t *by
             if (e == 0)
                 e = zbuf_append_ref(z, b, 0, n);
             if (e != 0)
-                die("zbuf_buf_wrap_file", e);
+                bench_die("zbuf_buf_wrap_file", e);
             zbuf_buf_unref(b);
             off += (off_t)n;
         }
@@ -174,11 +147,11 @@ static double send_file(int fd, const char *path, const char *mode, uint64_t *by
                 usage();
             int e = zbuf_sock_open(fd, &o, &h);
             if (e != 0)
-                die("zbuf_sock_open", e);
+                bench_die("zbuf_sock_open", e);
         }
         ssize_t r = h ? zbuf_sock_send(h, z, 0) : zbuf_sock_send_fd(fd, z, 0);
         if (r < 0)
-            die("zbuf_sock_send", (int)r);
+            bench_die("zbuf_sock_send", (int)r);
         zbuf_sock_close(h, 1000);
         zbuf_delete(z);
     } else {
@@ -189,107 +162,93 @@ static double send_file(int fd, const char *path, const char *mode, uint64_t *by
     char c;
     while (read(fd, &c, 1) > 0)
         ;
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     close(ffd);
     return t;
 }
 
 int main(int argc, char **argv)
 {
-    size_t size = 16384;
-    int sockbuf = 0, quiet = 0;
-    double seconds = 10, interval = 1;
-    const char *mode = "zbuf", *file = NULL;
-    int opt;
-    while ((opt = getopt(argc, argv, "s:b:t:i:m:f:q")) != -1) {
-        switch (opt) {
-        case 's': size = strtoul(optarg, NULL, 0); break;
-        case 'b': sockbuf = atoi(optarg); break;
-        case 't': seconds = atof(optarg); break;
-        case 'i': interval = atof(optarg); break;
-        case 'm': mode = optarg; break;
-        case 'f': file = optarg; break;
-        case 'q': quiet = 1; break;
-        default: usage();
-        }
-    }
-    if (argc - optind != 2 || size < 4)
+    /* -f: send this file once instead. */
+    struct blast_opts args = { .size = 16384, .seconds = 10, .interval = 1, .mode = "zbuf" };
+    int first = blast_parse(argc, argv, 'f', &args, usage);
+    if (argc - first != 2 || args.size < 4)
         usage();
     signal(SIGPIPE, SIG_IGN);
-    int fd = connect_to(argv[optind], argv[optind + 1], sockbuf);
+    int fd = connect_to(argv[first], argv[first + 1], args.sockbuf);
 
-    if (file != NULL) {
+    if (args.path != NULL) {
         uint64_t bytes;
-        double t = send_file(fd, file, mode, &bytes);
+        double t = send_file(fd, args.path, args.mode, &bytes);
         printf("result mode=%s size=%llu seconds=%.6f bytes=%llu MBps=%.1f cpu=%.3f waits=%ld\n",
-               mode, (unsigned long long)bytes, t, (unsigned long long)bytes,
-               (double)bytes / t / 1e6, cpu_s(), waits());
+               args.mode, (unsigned long long)bytes, t, (unsigned long long)bytes,
+               (double)bytes / t / 1e6, bench_cpu_s(), bench_waits());
         close(fd);
         return 0;
     }
 
     /* The application's buffers: one of `size` bytes, or four quarters. */
-    char *buf = malloc(size);
+    char *buf = malloc(args.size);
     char *part[4];
     size_t plen[4];
     for (int i = 0; i < 4; i++) {
-        plen[i] = size / 4 + (i == 3 ? size % 4 : 0);
+        plen[i] = args.size / 4 + (i == 3 ? args.size % 4 : 0);
         part[i] = malloc(plen[i]);
         memset(part[i], 'a' + i, plen[i]);
     }
-    memset(buf, 'z', size);
+    memset(buf, 'z', args.size);
     zbuf_t *master;
     if (zbuf_create(&master) != 0)
-        die("zbuf_create", ENOMEM);
+        bench_die("zbuf_create", ENOMEM);
     int mfd = -1;
-    if (strcmp(mode, "gather4") == 0) {
+    if (strcmp(args.mode, "gather4") == 0) {
         for (int i = 0; i < 4; i++)
             zbuf_append_buf(master, part[i], plen[i], NULL, NULL);
-    } else if (strcmp(mode, "file") == 0) {
+    } else if (strcmp(args.mode, "file") == 0) {
         mfd = memfd_create("zbuf_blaster", MFD_CLOEXEC);
-        write_all(mfd, buf, size);
+        write_all(mfd, buf, args.size);
         zbuf_buf_t *b;
-        int e = zbuf_buf_wrap_file(mfd, 0, size, NULL, NULL, &b);
+        int e = zbuf_buf_wrap_file(mfd, 0, args.size, NULL, NULL, &b);
         if (e == 0)
-            e = zbuf_append_ref(master, b, 0, size);
+            e = zbuf_append_ref(master, b, 0, args.size);
         if (e != 0)
-            die("zbuf_buf_wrap_file", e);
+            bench_die("zbuf_buf_wrap_file", e);
         zbuf_buf_unref(b);
     } else {
-        zbuf_append_buf(master, buf, size, NULL, NULL);
+        zbuf_append_buf(master, buf, args.size, NULL, NULL);
     }
     zbuf_sock_t *h = NULL;
-    if (strcmp(mode, "zerocopy") == 0 || strcmp(mode, "zc-always") == 0) {
+    if (strcmp(args.mode, "zerocopy") == 0 || strcmp(args.mode, "zc-always") == 0) {
         zbuf_sock_opts_t o;
         zbuf_sock_opts_init(&o);
         o.flags = ZBUF_SOCK_ZEROCOPY | ZBUF_SOCK_KEEP_FD;
-        if (strcmp(mode, "zc-always") == 0)
+        if (strcmp(args.mode, "zc-always") == 0)
             o.flags |= ZBUF_SOCK_ZEROCOPY_ALWAYS;
         int e = zbuf_sock_open(fd, &o, &h);
         if (e != 0)
-            die("zbuf_sock_open", e);
+            bench_die("zbuf_sock_open", e);
     }
     enum { M_COPY, M_ZBUF, M_ZC, M_MEMCPY4 } m;
-    if (strcmp(mode, "copy") == 0)
+    if (strcmp(args.mode, "copy") == 0)
         m = M_COPY;
-    else if (strcmp(mode, "memcpy4") == 0)
+    else if (strcmp(args.mode, "memcpy4") == 0)
         m = M_MEMCPY4;
     else if (h != NULL)
         m = M_ZC;
-    else if (strcmp(mode, "zbuf") == 0 || strcmp(mode, "gather4") == 0 ||
-             strcmp(mode, "file") == 0)
+    else if (strcmp(args.mode, "zbuf") == 0 || strcmp(args.mode, "gather4") == 0 ||
+             strcmp(args.mode, "file") == 0)
         m = M_ZBUF;
     else
         usage();
-    char *staging = malloc(size);
+    char *staging = malloc(args.size);
 
-    double t0 = now_s(), tick = t0, end = t0 + seconds;
+    double t0 = bench_now_s(), tick = t0, end = t0 + args.seconds;
     uint64_t total = 0, since = 0;
     unsigned n = 0;
     for (;;) {
         switch (m) {
         case M_COPY:
-            write_all(fd, buf, size);
+            write_all(fd, buf, args.size);
             break;
         case M_MEMCPY4: {
             size_t off = 0;
@@ -297,7 +256,7 @@ int main(int argc, char **argv)
                 memcpy(staging + off, part[i], plen[i]);
                 off += plen[i];
             }
-            write_all(fd, staging, size);
+            write_all(fd, staging, args.size);
             break;
         }
         case M_ZBUF:
@@ -305,24 +264,24 @@ int main(int argc, char **argv)
             zbuf_t *z;
             int e = zbuf_dup(master, 0, ZBUF_TO_END, &z);
             if (e != 0)
-                die("zbuf_dup", e);
+                bench_die("zbuf_dup", e);
             ssize_t r = m == M_ZC ? zbuf_sock_send(h, z, 0) : zbuf_sock_send_fd(fd, z, 0);
             if (r < 0)
-                die("send", (int)r);
+                bench_die("send", (int)r);
             zbuf_delete(z);
             if (m == M_ZC)
                 zbuf_sock_complete(h); /* an event loop would do this on POLLERR */
             break;
         }
         }
-        total += size;
-        since += size;
+        total += args.size;
+        since += args.size;
         /* Look at the clock every few sends only. */
-        if ((++n & 15) == 0 || size >= 65536) {
-            double t = now_s();
-            if (t - tick >= interval) {
-                if (!quiet)
-                    printf("zbuf_blaster: %s %zu: %.1f MB/s\n", mode, size,
+        if ((++n & 15) == 0 || args.size >= 65536) {
+            double t = bench_now_s();
+            if (t - tick >= args.interval) {
+                if (!args.quiet)
+                    printf("zbuf_blaster: %s %zu: %.1f MB/s\n", args.mode, args.size,
                            (double)since / (t - tick) / 1e6);
                 tick = t;
                 since = 0;
@@ -331,11 +290,11 @@ int main(int argc, char **argv)
                 break;
         }
     }
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     if (h != NULL) {
         zbuf_sock_stats_t st;
         zbuf_sock_get_stats(h, &st);
-        if (!quiet)
+        if (!args.quiet)
             printf("zbuf_blaster: %llu sends, %llu zero-copy, %llu completed (%llu copied), "
                    "zero copy %s\n",
                    (unsigned long long)st.sends, (unsigned long long)st.zc_sends,
@@ -344,7 +303,8 @@ int main(int argc, char **argv)
         zbuf_sock_close(h, 5000);
     }
     printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f waits=%ld\n",
-           mode, size, t, (unsigned long long)total, (double)total / t / 1e6, cpu_s(), waits());
+           args.mode, args.size, t, (unsigned long long)total, (double)total / t / 1e6,
+           bench_cpu_s(), bench_waits());
     zbuf_delete(master);
     close(fd);
     if (mfd >= 0)

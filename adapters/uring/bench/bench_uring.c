@@ -71,26 +71,7 @@
 #include <zbuf/sock.h>
 #include <zbuf/uring.h>
 
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-_Noreturn static void die(const char *what, int err)
-{
-    fprintf(stderr, "bench_uring: %s: %s\n", what, strerror(err < 0 ? -err : err));
-    exit(1);
-}
+#include "bench_common.h"
 
 _Noreturn static void usage(void)
 {
@@ -126,23 +107,9 @@ static void bufsize(int fd, int which, int n)
     int force = which == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
     if (setsockopt(fd, SOL_SOCKET, force, &n, sizeof n) != 0 &&
         setsockopt(fd, SOL_SOCKET, which, &n, sizeof n) != 0)
-        die("setsockopt", errno);
+        bench_die("setsockopt", errno);
 }
 
-static void write_port(int fd)
-{
-    if (opt.portfile == NULL)
-        return;
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s.tmp", opt.portfile);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL || fprintf(f, "%d\n", ntohs(sa.sin_port)) < 0 || fclose(f) != 0 ||
-        rename(tmp, opt.portfile) != 0)
-        die(opt.portfile, errno);
-}
 
 static int bound(int type, int port)
 {
@@ -152,7 +119,7 @@ static int bound(int type, int port)
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("bind", errno);
+        bench_die("bind", errno);
     return fd;
 }
 
@@ -161,9 +128,9 @@ static int connected(int type, const char *host, int port)
     int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        die(host, EINVAL);
+        bench_die(host, EINVAL);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("connect", errno);
+        bench_die("connect", errno);
     return fd;
 }
 
@@ -182,12 +149,12 @@ static int role_sink(int port)
     int l = bound(SOCK_STREAM, port);
     bufsize(l, SO_RCVBUF, opt.sockbuf);
     if (listen(l, 1) != 0)
-        die("listen", errno);
-    write_port(l);
+        bench_die("listen", errno);
+    bench_write_port(l, opt.portfile);
     int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
-        die("accept", errno);
-    double t0 = now_s(), c0 = cpu_s();
+        bench_die("accept", errno);
+    double t0 = bench_now_s(), c0 = bench_cpu_s();
     uint64_t bytes = 0;
     for (;;) {
         ssize_t r = recv(fd, NULL, 1 << 20, MSG_TRUNC);
@@ -197,7 +164,7 @@ static int role_sink(int port)
             break;
         bytes += (uint64_t)r;
     }
-    result("sink", bytes, 0, now_s() - t0, cpu_s() - c0, "");
+    result("sink", bytes, 0, bench_now_s() - t0, bench_cpu_s() - c0, "");
     return 0;
 }
 
@@ -212,22 +179,22 @@ static int send_copy(int fd)
 {
     char *buf = malloc(opt.size);
     memset(buf, 'z', opt.size);
-    double t0 = now_s(), c0 = cpu_s(), end = t0 + opt.seconds;
+    double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
     uint64_t msgs = 0;
-    while (now_s() < end) {
+    while (bench_now_s() < end) {
         for (int i = 0; i < 64; i++) {
             for (size_t off = 0; off < opt.size;) {
                 ssize_t w = send(fd, buf + off, opt.size - off, MSG_NOSIGNAL);
                 if (w < 0 && errno == EINTR)
                     continue;
                 if (w <= 0)
-                    die("send", errno);
+                    bench_die("send", errno);
                 off += (size_t)w;
             }
             msgs++;
         }
     }
-    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     shutdown(fd, SHUT_WR);
     char c;
     while (recv(fd, &c, 1, 0) > 0)
@@ -248,23 +215,23 @@ static int send_sock(int fd)
     int rc;
     if ((rc = zbuf_buf_alloc(opt.size, &mb)) < 0 || (rc = zbuf_create(&master)) < 0 ||
         (rc = zbuf_append_ref(master, mb, 0, opt.size)) < 0)
-        die("master", rc);
+        bench_die("master", rc);
     memset(zbuf_buf_data(mb), 'z', opt.size);
     zbuf_buf_unref(mb);
-    double t0 = now_s(), c0 = cpu_s(), end = t0 + opt.seconds;
+    double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
     uint64_t msgs = 0;
-    while (now_s() < end) {
+    while (bench_now_s() < end) {
         for (int i = 0; i < 64; i++, msgs++) {
             zbuf_t *z;
             if ((rc = zbuf_dup(master, 0, ZBUF_TO_END, &z)) < 0)
-                die("zbuf_dup", rc);
+                bench_die("zbuf_dup", rc);
             ssize_t w = zbuf_sock_send_fd(fd, z, 0); /* blocking: all of it */
             if (w < 0 || (size_t)w != opt.size)
-                die("zbuf_sock_send_fd", w < 0 ? (int)w : EIO);
+                bench_die("zbuf_sock_send_fd", w < 0 ? (int)w : EIO);
             zbuf_delete(z);
         }
     }
-    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     zbuf_delete(master);
     shutdown(fd, SHUT_WR);
     char c;
@@ -289,7 +256,7 @@ static int role_send(const char *host, int port)
     zbuf_uring_t *u;
     int rc = zbuf_uring_create(&eo, &u);
     if (rc < 0)
-        die("zbuf_uring_create", rc);
+        bench_die("zbuf_uring_create", rc);
     /* The master messages, in pool buffers (registered in the fixed modes):
      * one, sent over and over (the blaster), or with -c enough to cover
      * 64 MiB, sent in turn, so that every message is cold in the cache as
@@ -301,7 +268,7 @@ static int role_send(const char *host, int port)
     }
     zbuf_pool_t *pool;
     if ((rc = zbuf_pool_create(opt.size, nmaster, &pool)) < 0)
-        die("zbuf_pool_create", rc);
+        bench_die("zbuf_pool_create", rc);
     zbuf_t **masters = calloc(nmaster, sizeof *masters);
     for (size_t i = 0; i < nmaster; i++) {
         zbuf_buf_t *mb;
@@ -313,7 +280,7 @@ static int role_send(const char *host, int port)
     }
     size_t next_master = 0;
     if (has("fixed") && (rc = zbuf_uring_register_pool(u, pool)) < 0)
-        die("zbuf_uring_register_pool", rc);
+        bench_die("zbuf_uring_register_pool", rc);
     zbuf_uring_sock_opts_t so;
     zbuf_uring_sock_opts_init(&so);
     if (has("zc"))
@@ -323,26 +290,26 @@ static int role_send(const char *host, int port)
     so.zc_min = opt.zc_min;
     zbuf_uring_sock_t *s;
     if ((rc = zbuf_uring_sock_open(u, fd, &so, &s)) < 0)
-        die("zbuf_uring_sock_open", rc);
+        bench_die("zbuf_uring_sock_open", rc);
     size_t hiwat = 4 * opt.size > (256u << 10) ? 4 * opt.size : (256u << 10);
     if (opt.udp)
         hiwat = 64 * opt.size; /* as many datagrams as may be in flight */
-    double t0 = now_s(), c0 = cpu_s(), end = t0 + opt.seconds;
-    while (now_s() < end) {
+    double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
+    while (bench_now_s() < end) {
         while (zbuf_uring_send_queued(s) < hiwat) {
             zbuf_t *z;
             zbuf_t *master = masters[next_master++ % nmaster];
             if ((rc = zbuf_dup(master, 0, ZBUF_TO_END, &z)) < 0)
-                die("zbuf_dup", rc);
+                bench_die("zbuf_dup", rc);
             if ((rc = zbuf_uring_send(s, z, 0, NULL, NULL)) < 0)
-                die("zbuf_uring_send", rc);
+                bench_die("zbuf_uring_send", rc);
         }
         if ((rc = zbuf_uring_run(u, 100)) < 0 && rc != -EINTR)
-            die("zbuf_uring_run", rc);
+            bench_die("zbuf_uring_run", rc);
     }
     zbuf_uring_sock_stats_t st;
     zbuf_uring_sock_get_stats(s, &st);
-    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     uint64_t msgs = st.messages_sent;
     char extra[256];
     zbuf_uring_stats_t es;
@@ -393,16 +360,16 @@ static int role_recv(int port)
     if (opt.udp) {
         fd = bound(SOCK_DGRAM, port);
         bufsize(fd, SO_RCVBUF, opt.sockbuf > 0 ? opt.sockbuf : 8 << 20);
-        write_port(fd);
+        bench_write_port(fd, opt.portfile);
     } else {
         int l = bound(SOCK_STREAM, port);
         bufsize(l, SO_RCVBUF, opt.sockbuf);
         if (listen(l, 1) != 0)
-            die("listen", errno);
-        write_port(l);
+            bench_die("listen", errno);
+        bench_write_port(l, opt.portfile);
         fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
-            die("accept", errno);
+            bench_die("accept", errno);
         close(l);
     }
     zbuf_uring_opts_t eo;
@@ -411,7 +378,7 @@ static int role_recv(int port)
     zbuf_uring_t *u;
     int rc = zbuf_uring_create(&eo, &u);
     if (rc < 0)
-        die("zbuf_uring_create", rc);
+        bench_die("zbuf_uring_create", rc);
     /* Room for a datagram and the kernel's header in front of it. */
     size_t bsz = opt.udp ? opt.size + 144 : opt.size;
     /* 32 MiB of buffers (64 to 4096 of them): more than a socket queue
@@ -420,25 +387,25 @@ static int role_recv(int port)
     nbufs = nbufs < 64 ? 64 : nbufs > 4096 ? 4096 : nbufs;
     zbuf_pool_t *pool;
     if ((rc = zbuf_pool_create(bsz, nbufs, &pool)) < 0)
-        die("zbuf_pool_create", rc);
+        bench_die("zbuf_pool_create", rc);
     zbuf_uring_bufring_t *br;
     if ((rc = zbuf_uring_bufring_create(u, pool, 0, &br)) < 0)
-        die("zbuf_uring_bufring_create", rc);
+        bench_die("zbuf_uring_bufring_create", rc);
     zbuf_uring_sock_t *s;
     if ((rc = zbuf_uring_sock_open(u, fd, NULL, &s)) < 0)
-        die("zbuf_uring_sock_open", rc);
+        bench_die("zbuf_uring_sock_open", rc);
     struct rcount c = { 0 };
     if ((rc = zbuf_uring_recv_start(s, br, on_recv, &c)) < 0)
-        die("zbuf_uring_recv_start", rc);
+        bench_die("zbuf_uring_recv_start", rc);
     /* The clock starts at the first byte. */
     while (c.bytes == 0 && !c.end)
         zbuf_uring_run(u, 1000);
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = bench_now_s(), c0 = bench_cpu_s();
     uint64_t b0 = c.bytes, m0 = c.msgs;
     double end = t0 + opt.seconds;
-    while (!c.end && now_s() < end)
+    while (!c.end && bench_now_s() < end)
         zbuf_uring_run(u, 100);
-    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     zbuf_uring_sock_stats_t st;
     zbuf_uring_sock_get_stats(s, &st);
     char extra[160];
@@ -459,7 +426,7 @@ static int role_recv(int port)
 static int role_blast(const char *host, int port)
 {
     signal(SIGPIPE, SIG_IGN);
-    double end = now_s() + opt.seconds;
+    double end = bench_now_s() + opt.seconds;
     uint64_t bytes = 0;
     if (opt.udp) {
         int fd = connected(SOCK_DGRAM, host, port);
@@ -468,7 +435,7 @@ static int role_blast(const char *host, int port)
         struct iovec iov = { .iov_base = buf, .iov_len = opt.size };
         for (int i = 0; i < 64; i++)
             mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
-        while (now_s() < end) {
+        while (bench_now_s() < end) {
             int r = sendmmsg(fd, mm, 64, 0);
             if (r > 0)
                 bytes += (uint64_t)r * opt.size;
@@ -480,11 +447,11 @@ static int role_blast(const char *host, int port)
         int mfd = memfd_create("bench_uring", 0);
         size_t chunk = 4u << 20;
         if (mfd < 0 || ftruncate(mfd, (off_t)chunk) != 0)
-            die("memfd", errno);
+            bench_die("memfd", errno);
         char *m = mmap(NULL, chunk, PROT_WRITE, MAP_SHARED, mfd, 0);
         memset(m, 'z', chunk);
         munmap(m, chunk);
-        while (now_s() < end) {
+        while (bench_now_s() < end) {
             off_t off = 0;
             ssize_t r = sendfile(fd, mfd, &off, chunk);
             if (r <= 0)
@@ -508,9 +475,9 @@ static int role_memcpy(void)
     memset(src, 1, span);
     memset(dst, 0, opt.size);
     uint64_t bytes = 0;
-    double t0 = now_s(), end = t0 + 1.0;
+    double t0 = bench_now_s(), end = t0 + 1.0;
     size_t off = 0;
-    while (now_s() < end) {
+    while (bench_now_s() < end) {
         for (int i = 0; i < 64; i++) {
             if (off + opt.size > span)
                 off = 0;
@@ -519,7 +486,7 @@ static int role_memcpy(void)
             bytes += opt.size;
         }
     }
-    double secs = now_s() - t0;
+    double secs = bench_now_s() - t0;
     char extra[64];
     snprintf(extra, sizeof extra, "ns_per_byte=%.5f", secs * 1e9 / (double)bytes);
     result("memcpy", bytes, bytes / opt.size, secs, secs, extra);

@@ -1,35 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-#define _GNU_SOURCE /* RUSAGE_THREAD, program_invocation_short_name */
 #include "bench_util.h"
 
 #include <errno.h>
-#include <stdio.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
-
-double bench_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-double bench_thread_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-void bench_die(const char *what, int err)
-{
-    fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what,
-            strerror(err < 0 ? -err : err));
-    exit(1);
-}
+#include <sys/socket.h>
 
 zbuf_pool_t *bench_warm_pool(size_t bufsize, size_t count)
 {
@@ -47,4 +24,45 @@ zbuf_pool_t *bench_warm_pool(size_t bufsize, size_t count)
         zbuf_buf_unref(all[i]);
     free(all);
     return p;
+}
+
+int bench_connect_loopback(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int one = 1;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        bench_die("connect", errno);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+void bench_accept(uv_stream_t *listener, int status, zbuf_uv_stream_t *zs)
+{
+    if (status < 0)
+        bench_die("accept", status);
+    uv_tcp_init(listener->loop, &zs->tcp);
+    zbuf_uv_stream_init(zs);
+    if (uv_accept(listener, &zs->stream) != 0)
+        bench_die("accept", EINVAL);
+}
+
+void bench_serve(uv_loop_t *loop, pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready)
+{
+    pthread_mutex_lock(mu);
+    *ready = true;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
+    uv_run(loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(loop) != 0)
+        bench_die("uv_loop_close", EBUSY);
+}
+
+void bench_wait_ready(pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready)
+{
+    pthread_mutex_lock(mu);
+    while (!*ready)
+        pthread_cond_wait(cv, mu);
+    pthread_mutex_unlock(mu);
 }

@@ -310,12 +310,7 @@ static void read_start(void)
 
 static void on_conn(uv_stream_t *l, int status)
 {
-    if (status < 0)
-        bench_die("accept", status);
-    uv_tcp_init(&S.loop, &S.conn.tcp);
-    zbuf_uv_stream_init(&S.conn);
-    if (uv_accept(l, &S.conn.stream) != 0)
-        bench_die("accept", EINVAL);
+    bench_accept(l, status, &S.conn);
     uv_tcp_nodelay(&S.conn.tcp, 1);
     uv_close((uv_handle_t *)&S.listener, NULL);
     S.cpu = bench_thread_cpu_s();
@@ -335,14 +330,8 @@ static void *server_main(void *arg)
         uv_listen((uv_stream_t *)&S.listener, 8, on_conn) != 0)
         bench_die("listen", errno);
     uv_tcp_getsockname(&S.listener, (struct sockaddr *)&bound, &len);
-    pthread_mutex_lock(&S.mu);
     S.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    S.ready = true;
-    pthread_cond_signal(&S.cv);
-    pthread_mutex_unlock(&S.mu);
-    uv_run(&S.loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&S.loop) != 0)
-        bench_die("uv_loop_close", EBUSY);
+    bench_serve(&S.loop, &S.mu, &S.cv, &S.ready);
     return NULL;
 }
 
@@ -352,13 +341,7 @@ static void *server_main(void *arg)
  * keeping at most window bytes unanswered; returns the seconds taken. */
 static double client_run(int port, size_t msg, uint64_t total)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int one = 1;
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-        bench_die("connect", errno);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int fd = bench_connect_loopback(port);
 
     size_t frame = 4 + msg, per = frame >= (256u << 10) ? 1 : (256u << 10) / frame;
     size_t blen = per * frame;
@@ -442,10 +425,7 @@ static struct result run_once(enum variant v, size_t msg)
     }
     pthread_t t;
     pthread_create(&t, NULL, server_main, NULL);
-    pthread_mutex_lock(&S.mu);
-    while (!S.ready)
-        pthread_cond_wait(&S.cv, &S.mu);
-    pthread_mutex_unlock(&S.mu);
+    bench_wait_ready(&S.mu, &S.cv, &S.ready);
     uint64_t frames = ((uint64_t)mbytes << 20) / (4 + msg);
     if (frames < 16)
         frames = 16;
@@ -462,18 +442,6 @@ static struct result run_once(enum variant v, size_t msg)
     pthread_cond_destroy(&S.cv);
     double mib = (double)(frames * (4 + msg)) / (1 << 20);
     return (struct result){secs / mib, S.cpu / mib};
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void parse_sizes(const char *s)
@@ -544,9 +512,9 @@ int main(int argc, char **argv)
         /* Median and best (noise only ever adds time) of each variant. */
         double tm[NVAR], tb[NVAR], cm[NVAR];
         for (int v = 0; v < NVAR; v++) {
-            tm[v] = median(t[v], runs);
+            tm[v] = bench_median(t[v], runs);
             tb[v] = t[v][0];
-            cm[v] = median(c[v], runs);
+            cm[v] = bench_median(c[v], runs);
         }
         char label[32];
         if (sizes[s] >= (1u << 20) && sizes[s] % (1u << 20) == 0)

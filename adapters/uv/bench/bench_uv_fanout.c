@@ -415,13 +415,10 @@ static void maybe_close_all(void)
 
 static void on_sub_conn(uv_stream_t *l, int status)
 {
-    if (status < 0 || B.nsubs_conn == MAX_SUBS)
-        bench_die("accept", status);
+    if (B.nsubs_conn == MAX_SUBS)
+        bench_die("accept", EMFILE);
     struct sub *s = &B.subs[B.nsubs_conn++];
-    uv_tcp_init(&B.loop, &s->zs.tcp);
-    zbuf_uv_stream_init(&s->zs);
-    if (uv_accept(l, &s->zs.stream) != 0)
-        bench_die("accept", EINVAL);
+    bench_accept(l, status, &s->zs);
     uv_tcp_nodelay(&s->zs.tcp, 1);
     if (B.v == V_ZBUF_LIM &&
         zbuf_uv_write_set_watermarks(&s->zs, HIGH_WATER, LOW_WATER, sub_drained) != 0)
@@ -432,12 +429,7 @@ static void on_sub_conn(uv_stream_t *l, int status)
 
 static void on_pub_conn(uv_stream_t *l, int status)
 {
-    if (status < 0)
-        bench_die("accept", status);
-    uv_tcp_init(&B.loop, &B.pub.tcp);
-    zbuf_uv_stream_init(&B.pub);
-    if (uv_accept(l, &B.pub.stream) != 0)
-        bench_die("accept", EINVAL);
+    bench_accept(l, status, &B.pub);
     uv_close((uv_handle_t *)&B.pub_listen, NULL);
     if (B.v == V_ZBUF_LIM && zbuf_uv_read_set_limit(&B.pub, 64) != 0)
         bench_die("read limit", EINVAL);
@@ -466,30 +458,12 @@ static void *broker_main(void *arg)
     uv_loop_init(&B.loop);
     B.pub_port = listen_any(&B.pub_listen, on_pub_conn);
     B.sub_port = listen_any(&B.sub_listen, on_sub_conn);
-    pthread_mutex_lock(&B.mu);
-    B.ready = true;
-    pthread_cond_signal(&B.cv);
-    pthread_mutex_unlock(&B.mu);
-    uv_run(&B.loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&B.loop) != 0)
-        bench_die("uv_loop_close", EBUSY);
+    bench_serve(&B.loop, &B.mu, &B.cv, &B.ready);
     copy_free_all();
     return NULL;
 }
 
 /* ============================================================ clients */
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int one = 1;
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-        bench_die("connect", errno);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-}
 
 static int pub_fd;
 static int sub_fds[MAX_SUBS];
@@ -645,16 +619,13 @@ static struct result run_once(enum variant v)
     }
     pthread_t bt, pt, st;
     pthread_create(&bt, NULL, broker_main, NULL);
-    pthread_mutex_lock(&B.mu);
-    while (!B.ready)
-        pthread_cond_wait(&B.cv, &B.mu);
-    pthread_mutex_unlock(&B.mu);
+    bench_wait_ready(&B.mu, &B.cv, &B.ready);
     for (int i = 0; i < nsubs; i++)
-        sub_fds[i] = connect_to(B.sub_port);
+        sub_fds[i] = bench_connect_loopback(B.sub_port);
     /* Let the broker accept every subscriber before the publisher starts. */
     while (__atomic_load_n(&B.nsubs_conn, __ATOMIC_ACQUIRE) < nsubs)
         usleep(1000);
-    pub_fd = connect_to(B.pub_port);
+    pub_fd = bench_connect_loopback(B.pub_port);
     pthread_create(&st, NULL, sink_main, NULL);
     pthread_create(&pt, NULL, publisher_main, NULL);
     pthread_join(pt, NULL);
@@ -673,18 +644,6 @@ static struct result run_once(enum variant v)
     pthread_mutex_destroy(&B.mu);
     pthread_cond_destroy(&B.cv);
     return (struct result){t_end - t_start, B.cpu / (double)msgs};
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv)
@@ -729,9 +688,9 @@ int main(int argc, char **argv)
     }
     double sm[NVAR], sb[NVAR], cm[NVAR];
     for (int v = 0; v < NVAR; v++) {
-        sm[v] = median(secs[v], runs);
-        sb[v] = secs[v][0]; /* sorted by median() */
-        cm[v] = median(cpu[v], runs);
+        sm[v] = bench_median(secs[v], runs);
+        sb[v] = secs[v][0]; /* sorted by bench_median() */
+        cm[v] = bench_median(cpu[v], runs);
     }
     double bytes = (double)msgs * (double)nsubs * (double)msg_size;
     printf("### Fan-out: %ld messages of %zu bytes to %d subscribers (%d runs%s)\n\n", msgs,

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* RUSAGE_THREAD, program_invocation_short_name */
+#include "bench_common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+
+double bench_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double rusage_s(int who)
+{
+    struct rusage ru;
+    getrusage(who, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+double bench_cpu_s(void)
+{
+    return rusage_s(RUSAGE_SELF);
+}
+
+double bench_thread_cpu_s(void)
+{
+    return rusage_s(RUSAGE_THREAD);
+}
+
+long bench_waits(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_nvcsw;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void bench_die(const char *what, int err)
+{
+    fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what,
+            strerror(err < 0 ? -err : err));
+    exit(1);
+}
+
+void bench_write_port(int fd, const char *path)
+{
+    if (path == NULL)
+        return;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        bench_die("getsockname", errno);
+    /* sin_port and sin6_port sit at the same offset. */
+    unsigned port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        bench_die(path, errno);
+}
