@@ -73,23 +73,15 @@ static void us_server(struct sockaddr_in *sa)
         die("listen", rc);
 }
 
-/* Run the client's side (its stack first, over the bundled stack). */
-static void us_drive_cli(void)
+/* Run one end: its stack first (over the bundled stack), then the stream. */
+static void us_drive(bool server)
 {
 #ifdef BENCH_WITH_STACK
-    if (U->sa != NULL)
-        zbuf_ip_poll(U->sa);
+    zbuf_ip_stack_t *st = server ? U->sb : U->sa;
+    if (st != NULL)
+        zbuf_ip_poll(st);
 #endif
-    zbuf_udpstream_process(U->cli);
-}
-
-static void us_drive_srv(void)
-{
-#ifdef BENCH_WITH_STACK
-    if (U->sb != NULL)
-        zbuf_ip_poll(U->sb);
-#endif
-    zbuf_udpstream_process(U->srv);
+    zbuf_udpstream_process(server ? U->srv : U->cli);
 }
 
 /* The message buffer, then both ends driven until connected. */
@@ -100,8 +92,8 @@ static void us_pp_ready(size_t max)
         die("alloc", rc);
     memset(zbuf_buf_data(U->msgbuf), 0x42, max);
     while (!(zbuf_udpstream_events(U->srv) & ZBUF_UDPSTREAM_CONNECTED)) {
-        us_drive_cli();
-        us_drive_srv();
+        us_drive(false);
+        us_drive(true);
     }
 }
 
@@ -160,14 +152,14 @@ static void us_pp_round(size_t size)
         die("write", rc);
     size_t echoed = 0, back = 0;
     while (back < size) {
-        us_drive_srv();
+        us_drive(true);
         ssize_t n;
         while (echoed < size && (n = zbuf_udpstream_read(U->srv, 1, size - echoed, &z)) > 0) {
             echoed += (size_t)n;
             if ((rc = zbuf_udpstream_write(U->srv, z)) < 0) /* the echo: the same bytes */
                 die("echo", rc);
         }
-        us_drive_cli();
+        us_drive(false);
         while (back < size && (n = zbuf_udpstream_read(U->cli, 1, size - back, &z)) > 0) {
             back += (size_t)n;
             zbuf_delete(z);
@@ -196,7 +188,7 @@ static uint64_t us_st_step(size_t size)
             break;
         }
     }
-    us_drive_srv();
+    us_drive(true);
     uint64_t got = 0;
     zbuf_t *z;
     ssize_t n;
@@ -204,7 +196,7 @@ static uint64_t us_st_step(size_t size)
         got += (uint64_t)n;
         zbuf_delete(z);
     }
-    us_drive_cli();
+    us_drive(false);
     return got;
 }
 
