@@ -248,17 +248,29 @@ int zbufExtractCopy(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, caddr_t buf, i
 
 /* --------------------------------------------------------- rearranging */
 
+/* The bytes a zbufCut() or zbufDup() names, checked: the location, then a
+ * length of 0 refused (in that order, as VxWorks reports them). */
+VX_SLOW static int vx_range(ZBUF_ID z, ZBUF_SEG seg, int offset, int len, size_t *abs,
+                            size_t *count)
+{
+    size_t total;
+    int err = vx_where(z, seg, offset, false, abs, &total);
+    if (err == 0 && len == 0)
+        err = -EINVAL;
+    if (err == 0)
+        *count = vx_count(total, *abs, len);
+    return err;
+}
+
 /* zbufCut() with every check, for any location. */
 VX_SLOW static ZBUF_SEG vx_cut_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_seg_t *after;
-    size_t abs, total;
-    int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
+    size_t abs, count;
+    int err = vx_range(zbufId, zbufSeg, offset, len, &abs, &count);
 
-    if (err == 0 && len == 0)
-        err = -EINVAL;
     if (err == 0)
-        err = zbuf_cut(zbufId, abs, vx_count(total, abs, len), &after);
+        err = zbuf_cut(zbufId, abs, count, &after);
     if (err != 0)
         return vx_fail_null(err);
     return after != NULL ? after : ZBUF_NONE;
@@ -298,13 +310,11 @@ ZBUF_ID zbufSplit(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset)
 VX_SLOW static ZBUF_ID vx_dup_slow(ZBUF_ID zbufId, ZBUF_SEG zbufSeg, int offset, int len)
 {
     zbuf_t *dup;
-    size_t abs, total;
-    int err = vx_where(zbufId, zbufSeg, offset, false, &abs, &total);
+    size_t abs, count;
+    int err = vx_range(zbufId, zbufSeg, offset, len, &abs, &count);
 
-    if (err == 0 && len == 0)
-        err = -EINVAL;
     if (err == 0)
-        err = zbuf_dup(zbufId, abs, vx_count(total, abs, len), &dup);
+        err = zbuf_dup(zbufId, abs, count, &dup);
     return err == 0 ? dup : vx_fail_null(err);
 }
 
