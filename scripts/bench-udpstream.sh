@@ -274,20 +274,21 @@ if ipk:
     for k in ipk:
         _, mtu, off = k.split("-")
         cols.append((k, f"MTU {mtu}, {'checksum offload' if off == '1' else 'software checksum'}"))
+    ipsz = sorted({n for k in ipk for n in sizes(k)})
     print("| size | " + " | ".join(c[1] for c in cols) + " |")
     print("|" + " --- |" * (len(cols) + 1))
-    for n in sorted({k[2] for k in pp if k[0] in ipk}):
+    for n in ipsz:
         cells = []
         for k, _ in cols:
             z, c = pp.get((k, "zerocopy-ip", n)), pp.get((k, "copy-ip", n))
             cells.append(f"{fr(ratio(z, c, 2))}; CPU {fr(ratio(c, z, 3))}" if z and c else "-")
         print(f"| {fmt_size(n)} | " + " | ".join(cells) + " |")
     print()
-    print("| MTU, checksum | " + " | ".join(f"{fmt_size(n)} zc, copy MB/s" for n in sorted({k[2] for k in pp if k[0] in ipk})) + " |")
-    print("|" + " --- |" * (1 + len({k[2] for k in pp if k[0] in ipk})))
+    print("| MTU, checksum | " + " | ".join(f"{fmt_size(n)} zc, copy MB/s" for n in ipsz) + " |")
+    print("|" + " --- |" * (1 + len(ipsz)))
     for k, label in cols:
         cells = []
-        for n in sorted({k2[2] for k2 in pp if k2[0] in ipk}):
+        for n in ipsz:
             z, c = pp.get((k, "zerocopy-ip", n)), pp.get((k, "copy-ip", n))
             cells.append(f"{med(z, 2):.0f}, {med(c, 2):.0f}" if z and c else "-")
         print(f"| {label} | " + " | ".join(cells) + " |")
@@ -371,7 +372,7 @@ for zi, ci, label in (("zerocopy", "copy", "with UDP GRO"), ("zerocopy-nogro", "
     print(f"  (CPU time per round trip, copying over zero copy: " +
           ", ".join(f"{fmt_size(n)} {cs[n]:.2f}" for n in big) + ")")
 for k in ipk:
-    big = [n for n in sorted({k2[2] for k2 in pp if k2[0] == k}) if n >= 16384 and pp.get((k, "copy-ip", n))]
+    big = [n for n in sizes(k) if n >= 16384 and pp.get((k, "copy-ip", n))]
     if not big:
         continue
     rs = {n: ratio(pp[(k, "zerocopy-ip", n)], pp[(k, "copy-ip", n)], 2)[0] for n in big}

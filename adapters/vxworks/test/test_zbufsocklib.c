@@ -38,6 +38,16 @@ static void freeRtn(caddr_t buf, int freeArg)
     atomic_fetch_add(&freed, 1);
 }
 
+/* Wait up to @p ms for @p want free routines: after a zero-copy send they
+ * run on the notification thread, possibly after the reader has every
+ * byte.  The caller asserts the exact count. */
+static void wait_freed(int want, int64_t ms)
+{
+    int64_t t0 = st_now_ms();
+    while (atomic_load(&freed) < want && st_now_ms() - t0 < ms)
+        usleep(1000);
+}
+
 static char *pattern_buf(size_t len, uint64_t off)
 {
     char *p = malloc(len);
@@ -92,12 +102,7 @@ Test(vxworks, blaster_pattern_dup_of_a_master_per_send)
     shutdown(a, SHUT_WR);
     st_reader_join(&r);
     cr_assert_eq(r.got, 100 * (uint64_t)size);
-    /* 64 KiB sends may go zero copy: the free routine then runs when the
-     * last notification is read (thread zbuf-sock-zc), possibly after the
-     * reader has every byte. */
-    int64_t t0 = st_now_ms();
-    while (atomic_load(&freed) < 1 && st_now_ms() - t0 < 5000)
-        usleep(1000);
+    wait_freed(1, 5000); /* 64 KiB sends may go zero copy */
     cr_assert_eq(atomic_load(&freed), 1);
     free(buf);
     close(a);
@@ -318,9 +323,7 @@ Test(vxworks, waiting_in_an_application_pool_for_free_routines_does_not_deadlock
     /* close() right away, with sends outstanding: the layer's duplicate
      * keeps the socket until the kernel lets go, then it closes for real. */
     close(a);
-    int64_t t0 = st_now_ms();
-    while (atomic_load(&freed) < N && st_now_ms() - t0 < 10000)
-        usleep(1000);
+    wait_freed(N, 10000);
     cr_assert_eq(atomic_load(&freed), N, "every free routine ran exactly once");
     st_reader_join(&r); /* returns at end of stream: the socket really closed */
     cr_assert_eq(r.got, (uint64_t)N * (uint64_t)size);
@@ -348,9 +351,7 @@ Test(vxworks, a_reused_descriptor_number_gets_a_fresh_handle)
         cr_assert_eq(r.bad_at, UINT64_MAX);
         close(b);
     }
-    int64_t t0 = st_now_ms();
-    while (atomic_load(&freed) < 5 && st_now_ms() - t0 < 5000)
-        usleep(1000);
+    wait_freed(5, 5000);
     cr_assert_eq(atomic_load(&freed), 5);
     free(buf);
 }
