@@ -186,7 +186,7 @@ static void cache_sync(void)
     cache_drain(); /* entries of an older allocator go back to it */
     ts.gen = gen;
     ts.alloc = g_alloc;
-    ts.cache_on = atomic_load_explicit(&g_cache_on, memory_order_relaxed);
+    ts.cache_max = atomic_load_explicit(&g_cache_on, memory_order_relaxed) ? ZBUF__CACHE_MAX : 0;
 }
 
 struct zbuf_seg *zbuf__seg_alloc_slow(void)
@@ -206,7 +206,7 @@ struct zbuf_seg *zbuf__seg_alloc_slow(void)
 void zbuf__seg_free_slow(struct zbuf_seg *s)
 {
     cache_sync();
-    if (ts.cache_on && ZBUF__LOAD(ts.ctr.seg_cached) < ZBUF__CACHE_MAX) {
+    if (ZBUF__LOAD(ts.ctr.seg_cached) < ts.cache_max) {
         s->next = ts.segs;
         ts.segs = s;
         ZBUF__ADD(ts.ctr.seg_cached, 1);
@@ -233,7 +233,7 @@ struct zbuf *zbuf__hdr_alloc_slow(void)
 void zbuf__hdr_free_slow(struct zbuf *z)
 {
     cache_sync();
-    if (ts.cache_on && ZBUF__LOAD(ts.ctr.hdr_cached) < ZBUF__CACHE_MAX) {
+    if (ZBUF__LOAD(ts.ctr.hdr_cached) < ts.cache_max) {
         z->head = (struct zbuf_seg *)ts.hdrs;
         ts.hdrs = z;
         ZBUF__ADD(ts.ctr.hdr_cached, 1);

@@ -67,7 +67,7 @@ static struct zbuf_seg *seg_set(struct zbuf_seg *s, struct zbuf_buf *b, size_t o
  * ->next), once the zbuf is consistent: their references first (release
  * callbacks may run, and may use the library), then the descriptors, in one
  * splice onto the cache. */
-static void bury(struct zbuf_seg *dead)
+static ZBUF__ALWAYS_INLINE void bury_inline(struct zbuf_seg *dead)
 {
     if (dead == NULL)
         return;
@@ -82,6 +82,13 @@ static void bury(struct zbuf_seg *dead)
     }
     zbuf__run_leave(me);
     zbuf__seg_free_chain(dead, last, n);
+}
+
+/* Drop the segments dead.. (linked through ->next): out of line, except in
+ * zbuf_delete(). */
+static void bury(struct zbuf_seg *dead)
+{
+    bury_inline(dead);
 }
 
 /* Move the run first..last of `from` into `to`, before `at` (NULL: append). */
@@ -175,7 +182,8 @@ static struct pos find(const struct zbuf *z, size_t off)
 
 /* Make a segment boundary at p, using `spare` when p falls inside a segment.
  * Returns the segment that now starts at p (NULL: the end). */
-static struct zbuf_seg *cleave(struct zbuf *z, struct pos p, struct zbuf_seg *spare)
+static ZBUF__ALWAYS_INLINE struct zbuf_seg *cleave(struct zbuf *z, struct pos p,
+                                                   struct zbuf_seg *spare)
 {
     if (p.seg == NULL || p.in == 0)
         return p.seg;
@@ -333,7 +341,7 @@ static inline void delete_checked(struct zbuf *z)
     struct zbuf_seg *s = z->head;
     z->magic = 0; /* re-entry from a release callback sees a dead handle */
     z->head = z->tail = NULL;
-    bury(s);
+    bury_inline(s);
     zbuf__hdr_free(z);
 }
 
@@ -592,7 +600,7 @@ int zbuf_iovec(const zbuf_t *z, size_t off, size_t len, struct iovec *iov, int i
 
 /* ----------------------------------------------------------- rearranging */
 
-static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t len)
+static ZBUF__ALWAYS_INLINE struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t len)
 {
     struct zbuf *d = hdr_new();
     if (d == NULL)
@@ -601,12 +609,14 @@ static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t 
     struct pos p = find(z, off);
     struct zbuf_seg *prev = NULL, **link = &d->head;
     size_t total = len, nsegs = 0;
+    struct zbuf__seg_batch sb;
+    zbuf__seg_batch_begin(&sb);
     struct zbuf__owner *me = zbuf__run_enter();
     for (struct zbuf_seg *s = p.seg; len > 0; s = s->next) {
         size_t n = s->len - p.in;
         if (n > len)
             n = len;
-        struct zbuf_seg *c = zbuf__seg_alloc();
+        struct zbuf_seg *c = zbuf__seg_batch_alloc(&sb);
         if (c == NULL)
             break;
         struct zbuf_buf *b = s->buf;
@@ -622,6 +632,7 @@ static inline struct zbuf *dup_checked(const struct zbuf *z, size_t off, size_t 
         p.in = 0;
     }
     zbuf__run_leave(me);
+    zbuf__seg_batch_end(&sb);
     *link = NULL;
     d->tail = prev;
     d->nsegs = nsegs;

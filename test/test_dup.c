@@ -418,3 +418,51 @@ Test(dup, of_a_file_segment_shares_it)
     cr_assert_eq(rel, 1);
     close(fd);
 }
+
+static void count_release(void *data, size_t size, void *arg)
+{
+    (void)data;
+    (void)size;
+    (*(int *)arg)++;
+}
+
+/* A dup takes its descriptors from the thread's cache in one batch; when the
+ * cache runs dry half way (600 segments, the cache holds at most a few
+ * hundred and here starts with 100), the rest come from the allocator and
+ * the statistics still count every descriptor exactly. */
+Test(dup, more_segments_than_the_descriptor_cache_holds)
+{
+    static uint8_t mem[1200];
+    int released = 0;
+    zbuf_buf_t *b = NULL;
+    zbuf_t *z = NULL, *d = NULL, *warm = NULL;
+
+    for (size_t i = 0; i < sizeof mem; i++)
+        mem[i] = (uint8_t)(i * 7);
+    cr_assert_eq(zbuf_buf_wrap(mem, sizeof mem, count_release, &released, &b), 0);
+    cr_assert_eq(zbuf_create(&z), 0);
+    for (size_t i = 0; i < sizeof mem; i += 2) /* every other byte: no merging */
+        cr_assert_eq(zbuf_insert_ref(z, zbuf_length(z), b, i, 1, NULL), 0);
+    zbuf_buf_unref(b);
+    cr_assert_eq(zbuf_seg_count(z), 600);
+
+    zbuf_thread_cache_flush();
+    cr_assert_eq(zbuf_dup(z, 0, 100, &warm), 0); /* 100 descriptors ... */
+    cr_assert_eq(zbuf_delete(warm), 0);           /* ... now in the cache */
+    zbuf_stats_t st = zt_stats();
+
+    cr_assert_eq(zbuf_dup(z, 0, ZBUF_TO_END, &d), 0);
+    zt_check(d);
+    cr_assert_eq(zbuf_seg_count(d), 600);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs + 600);
+    uint8_t out[600];
+    cr_assert_eq(zbuf_copyout(d, 0, out, sizeof out), (ssize_t)sizeof out);
+    for (size_t i = 0; i < sizeof out; i++)
+        cr_assert_eq(out[i], mem[2 * i], "byte %zu", i);
+
+    cr_assert_eq(zbuf_delete(z), 0);
+    cr_assert_eq(released, 0, "the dup still holds the buffer");
+    cr_assert_eq(zbuf_delete(d), 0);
+    cr_assert_eq(released, 1);
+    cr_assert_eq(zt_stats().live_segs, st.live_segs - 600);
+}
