@@ -147,6 +147,14 @@ static void cache_drain(void)
     }
     ZBUF__ADD(ts.ctr.hdr_del, n);
     ZBUF__ADD(ts.ctr.hdr_cached, -n);
+    n = 0;
+    while (ts.smalls) {
+        void *p = ts.smalls;
+        memcpy(&ts.smalls, p, sizeof ts.smalls);
+        ts.alloc.free(ts.alloc.ctx, p, ZBUF__SMALL_BLOCK);
+        n++;
+    }
+    ZBUF__ADD(ts.ctr.small_cached, -n);
 }
 
 static void ts_thread_exit(void *unused)
@@ -241,6 +249,35 @@ void zbuf__hdr_free_slow(struct zbuf *z)
     }
     zbuf__free(z, sizeof *z);
     ZBUF__ADD(ts.ctr.hdr_del, 1);
+}
+
+void *zbuf__small_alloc(void)
+{
+    void *p = ts.smalls;
+    if (p == NULL || !zbuf__cache_current(&ts)) {
+        cache_sync();
+        if ((p = ts.smalls) == NULL)
+            return zbuf__alloc(ZBUF__SMALL_BLOCK);
+    }
+    memcpy(&ts.smalls, p, sizeof ts.smalls);
+    ZBUF__ADD(ts.ctr.small_cached, -1);
+    return p;
+}
+
+void zbuf__small_free(void *p)
+{
+    int64_t c = ZBUF__LOAD(ts.ctr.small_cached);
+    if (!zbuf__cache_current(&ts)) {
+        cache_sync();
+        c = ZBUF__LOAD(ts.ctr.small_cached);
+    }
+    if (c >= ZBUF__SMALL_CACHE_MAX || ts.cache_max == 0) {
+        zbuf__free(p, ZBUF__SMALL_BLOCK);
+        return;
+    }
+    memcpy(p, &ts.smalls, sizeof ts.smalls);
+    ts.smalls = p;
+    atomic_store_explicit(&ts.ctr.small_cached, c + 1, memory_order_relaxed);
 }
 
 void zbuf_thread_cache_flush(void)

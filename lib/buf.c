@@ -78,7 +78,7 @@
 
 #include "internal.h"
 
-#define HEAP_HDR 64
+#define HEAP_HDR ZBUF__HEAP_HDR
 _Static_assert(sizeof(struct zbuf_buf) <= HEAP_HDR, "buffer header must fit its padding");
 
 /* Buffers a thread creates shared after one of its buffers was converted
@@ -405,7 +405,8 @@ struct zbuf_buf *zbuf__buf_new_heap(size_t size)
 {
     if (size > SIZE_MAX - HEAP_HDR)
         return NULL;
-    struct zbuf_buf *b = zbuf__alloc(HEAP_HDR + size);
+    struct zbuf_buf *b = zbuf__heap_is_small(size) ? zbuf__small_alloc()
+                                                   : zbuf__alloc(HEAP_HDR + size);
     if (b == NULL)
         return NULL;
     zbuf__buf_count_init(b);
@@ -442,7 +443,10 @@ void zbuf__buf_release(struct zbuf_buf *b)
     ZBUF__COUNT(bufs, -1);
     switch (b->kind) {
     case ZBUF__BUF_HEAP:
-        zbuf__free(b, HEAP_HDR + b->size);
+        if (zbuf__heap_is_small(b->size))
+            zbuf__small_free(b);
+        else
+            zbuf__free(b, HEAP_HDR + b->size);
         break;
     case ZBUF__BUF_POOL:
         zbuf__pool_put(b);

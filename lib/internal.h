@@ -222,6 +222,7 @@ struct zbuf__counters {
     _Atomic int64_t hdr_new;    /* the same for zbuf headers */
     _Atomic int64_t hdr_del;
     _Atomic int64_t hdr_cached;
+    _Atomic int64_t small_cached; /* small heap buffers in this thread's cache */
     _Atomic int64_t bufs;       /* buffers created - released */
     _Atomic int64_t pools;      /* pools created - freed */
 };
@@ -230,6 +231,7 @@ struct zbuf__counters {
 struct zbuf__tstate {
     struct zbuf_seg *segs;  /* descriptor cache, through ->next */
     struct zbuf *hdrs;      /* header cache, through ->head */
+    void *smalls;           /* small heap buffer blocks, linked through their first word */
     unsigned gen;           /* allocator generation the caches belong to */
     int64_t cache_max;      /* bound of each cache in this generation; 0: caching off */
     bool registered;        /* counters registered, exit destructor armed */
@@ -522,6 +524,26 @@ static inline void zbuf__hdr_free(struct zbuf *z)
     }
     zbuf__hdr_free_slow(z);
 }
+
+/* Heap buffers of (ZBUF__SMALL_SIZE / 2, ZBUF__SMALL_SIZE] data bytes (a
+ * header made by zbuf_prepend_space(): ZBUF_HEADROOM_DEFAULT plus the
+ * header) all take a block of ZBUF__SMALL_BLOCK bytes, which a per-thread
+ * cache of at most ZBUF__SMALL_CACHE_MAX blocks recycles without the
+ * allocator: a packet's headers cost a cache pop and push. */
+#define ZBUF__HEAP_HDR 64
+#define ZBUF__SMALL_SIZE 256
+#define ZBUF__SMALL_BLOCK (ZBUF__HEAP_HDR + ZBUF__SMALL_SIZE)
+#define ZBUF__SMALL_CACHE_MAX 64
+
+static inline bool zbuf__heap_is_small(size_t size)
+{
+    return size > ZBUF__SMALL_SIZE / 2 && size <= ZBUF__SMALL_SIZE;
+}
+
+/* A block of ZBUF__SMALL_BLOCK bytes (NULL: out of memory); give it back
+ * with zbuf__small_free(). */
+ZBUF__HIDDEN void *zbuf__small_alloc(void);
+ZBUF__HIDDEN void zbuf__small_free(void *p);
 
 /* Test hook: with false, descriptors bypass the per-thread caches so that
  * every allocation reaches the allocator (fault-injection tests).  Flushes
