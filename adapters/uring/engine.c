@@ -466,6 +466,13 @@ void zbuf__uring_fail_all(struct zbuf_uring_sock *s, int status)
  * anyway (loopback) the first notification turns zero copy off after one
  * request instead of after every request sent before it came back.
  */
+bool zbuf__uring_zc_maybe(const struct zbuf_uring_sock *s, size_t bytes, size_t nseg)
+{
+    size_t min = s->opts.zc_min < s->opts.zc_min_fixed ? s->opts.zc_min : s->opts.zc_min_fixed;
+    return (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_capable && bytes >= min &&
+           nseg > 0 && bytes / nseg >= ZU_ZC_MIN_SEG && (s->zc_on || s->opts.reprobe_after != 0);
+}
+
 bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes, size_t nseg, bool fixed)
 {
     size_t min = fixed ? s->opts.zc_min_fixed : s->opts.zc_min;

@@ -34,6 +34,9 @@ def metric(r, what):
         return r['bytes'] / r['seconds'] / 1e6 if r['seconds'] > 0 else float('nan')
     if what == 'cpumb':  # MB per CPU-second of the side under test
         return r['bytes'] / r['cpu'] / 1e6 if r['cpu'] > 0 else float('nan')
+    if what == 'msgseg':  # messages per TCP data segment (Nagle's coalescing)
+        segs = int(r.get('segs', 0))
+        return r['msgs'] / segs if segs > 0 else float('nan')
     if what == 'nsmsg':  # CPU nanoseconds per message
         return r['cpu'] * 1e9 / r['msgs'] if r['msgs'] > 0 else float('nan')
     raise KeyError(what)
@@ -135,6 +138,25 @@ if sizes('send'):
             cells.append(f"{num(v)}" + ("" if m == 'copy' else f" ({rr:.2f}x)"))
         print(f"| {human(s)} | " + " | ".join(cells) + " |")
     print()
+
+    if any('segs' in r for r in rows if r['kind'] == 'send'):
+        # Small messages on loopback: the kernel's CPU per message follows
+        # how many messages Nagle's algorithm put in one segment, which
+        # varies from run to run with the timing of both ends.
+        print("#### Send side: messages per TCP data segment, medians (min .. max over "
+              "repetitions)\n")
+        print("| message | " + " | ".join(ms) + " |")
+        print("| --- |" + " ---: |" * len(ms))
+        for s in sizes('send'):
+            if s > 16384:
+                continue
+            cells = []
+            for m in ms:
+                v = sorted(x for x in vals('send', s, m, 'msgseg').values() if x == x)
+                cells.append(f"{statistics.median(v):.1f} ({v[0]:.1f} .. {v[-1]:.1f})"
+                             if v else "-")
+            print(f"| {human(s)} | " + " | ".join(cells) + " |")
+        print()
 
     def worst(s, pairs):
         """The lowest paired ratio (MB per CPU-s) among (mode, base) pairs."""
