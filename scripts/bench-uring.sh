@@ -17,7 +17,8 @@
 # high-water mark.  Receive side: the receiver modes against the cheapest
 # sender (sendmmsg() of 64 datagrams per call; sendfile() of a memfd for
 # TCP).  Within a repetition every mode of a row runs once, in turn, so that
-# drift in machine load hits all alike; tables give medians over the
+# drift in machine load hits all alike (the send modes start from a different
+# one in each repetition); tables give medians over the
 # repetitions, and ratios as the median of the ratio within a repetition.
 # CPU is the user+system time of the side under test (getrusage), which on
 # loopback includes the kernel's protocol work done in its context.
@@ -68,9 +69,18 @@ record() { # kind run line
 }
 
 want send && echo "==> send side: RUNS=$RUNS DUR=${DUR}s sizes: $SIZES" >&2
+# rotate N WORDS...: the words starting from the Nth (mod their count), so
+# that no mode always runs first (or right after a given one) in a row.
+rotate() {
+  local n=$1; shift
+  local k=$(( n % $# ))
+  echo "${@:k+1}" "${@:1:k}"
+}
+
 want send && for run in $(seq 1 "$RUNS"); do
   for size in $SIZES; do
-    for m in $SEND_MODES; do
+    # shellcheck disable=SC2086
+    for m in $(rotate "$run" $SEND_MODES); do
       start_peer sink
       line=$($me "$bin" send -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" | grep '^result') || true
       wait "$pid" || true

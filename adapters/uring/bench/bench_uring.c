@@ -49,7 +49,8 @@
  *
  * The last line of every role is machine-readable:
  *   result role=R mode=M size=N seconds=S bytes=B msgs=K cpu=C [extra...]
- * where C is the process's user+system CPU seconds during the run.
+ * where C is the process's user+system CPU seconds during the run; a TCP
+ * sender adds segs=G, the data segments it sent meanwhile (TCP_INFO).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -74,12 +74,18 @@ def sizes(kind):
     return sorted({r['size'] for r in rows if r['kind'] == kind})
 
 
+# Columns in the order of the script's SEND_MODES (each repetition starts
+# from another mode), modes not listed last, in the order first seen.
+ORDER = ['copy', 'sock', 'epoll', 'msgzc', 'uring', 'uring-zc', 'uring-zc-fixed', 'msgzc-always',
+         'uring-zc-always', 'uring-zc-fixed-always']
+
+
 def modes(kind):
     seen = []
     for r in rows:
         if r['kind'] == kind and r['mode'] not in seen:
             seen.append(r['mode'])
-    return seen
+    return sorted(seen, key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER))
 
 
 def human(n):
