@@ -8,7 +8,8 @@
 # Usage: scripts/bench-uring.sh [quick]
 # Environment: RUNS (repetitions, default 5), DUR (seconds per run, default
 # 1), SIZES (TCP message sizes of the send table), UDP_SIZES, TCP_BUFS
-# (receive tables), ONLY (send, recv or calib: just that part).
+# (receive tables), ONLY (send, recv or calib: just that part), SEND_MODES
+# (the send modes to run, e.g. "copy sock"; default all of them).
 #
 # Method.  The side under test runs on CPU 0, its peer on CPU 1 (taskset).
 # Send side: every sender mode against the cheapest receiver (recv() with
@@ -33,7 +34,7 @@ ONLY=${ONLY:-all}
 if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
 fi
-SEND_MODES="copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"
+SEND_MODES=${SEND_MODES:-"copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"}
 
 bench_build bench_uring
 bin=$root/build/bench/adapters/uring/bench/bench_uring
@@ -44,7 +45,7 @@ res=$out/results.txt
 
 if ! probe=$("$bin" probe); then
   echo "==> io_uring unusable here ($probe): only the epoll rows can run" >&2
-  SEND_MODES="copy sock epoll msgzc msgzc-always"
+  SEND_MODES=$(for m in $SEND_MODES; do case $m in uring*) ;; *) echo "$m" ;; esac; done | xargs)
   uring_ok=0
 else
   uring_ok=1
