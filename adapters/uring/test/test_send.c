@@ -20,16 +20,21 @@
 
 ZT_SUITE(send);
 
+static zbuf_uring_sock_t *open_sock_opts(zbuf_uring_t *u, int fd, const zbuf_uring_sock_opts_t *o)
+{
+    zbuf_uring_sock_t *s;
+    int rc = zbuf_uring_sock_open(u, fd, o, &s);
+    cr_assert_eq(rc, 0, "zbuf_uring_sock_open: %s", zbuf_strerror(rc));
+    return s;
+}
+
 static zbuf_uring_sock_t *open_sock(zbuf_uring_t *u, int fd, unsigned flags)
 {
     zbuf_uring_sock_opts_t o;
     zbuf_uring_sock_opts_init(&o);
     o.flags = flags;
     o.zc_min = 4096; /* zero copy at every size worth it, not only from 64 KiB */
-    zbuf_uring_sock_t *s;
-    int rc = zbuf_uring_sock_open(u, fd, &o, &s);
-    cr_assert_eq(rc, 0, "zbuf_uring_sock_open: %s", zbuf_strerror(rc));
-    return s;
+    return open_sock_opts(u, fd, &o);
 }
 
 struct counts {
@@ -54,6 +59,17 @@ static void close_and_wait(zbuf_uring_t *u, zbuf_uring_sock_t *s)
 {
     cr_assert_eq(zbuf_uring_sock_close(s, 2000, NULL, NULL), 0);
     ut_run_until(u, no_sockets, u, 10000, "the close");
+}
+
+/* Close s, let reader r finish, and check that it got the `total` bytes
+ * sent, in order. */
+static void close_and_check(zbuf_uring_t *u, zbuf_uring_sock_t *s, struct st_reader *r,
+                            uint64_t total)
+{
+    close_and_wait(u, s);
+    st_reader_join(r);
+    cr_assert_eq(r->got, total);
+    cr_assert_eq(r->bad_at, UINT64_MAX, "byte %llu differs", (unsigned long long)r->bad_at);
 }
 
 /* Send zbufs of every size and segment layout on a TCP connection opened
@@ -514,8 +530,7 @@ Test(send, the_registered_threshold_applies_to_registered_buffers_only)
     o.flags = ZBUF_URING_SOCK_ZEROCOPY | ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
     o.zc_min = 1u << 30;
     o.zc_min_fixed = 8192;
-    zbuf_uring_sock_t *s;
-    cr_assert_eq(zbuf_uring_sock_open(u, a, &o, &s), 0);
+    zbuf_uring_sock_t *s = open_sock_opts(u, a, &o);
     struct st_reader r = { .limit = 0 };
     st_reader_start(&r, b, 65536, 0);
     atomic_int released = 0;
@@ -551,10 +566,7 @@ Test(send, the_registered_threshold_applies_to_registered_buffers_only)
                  (unsigned long long)st.zc_sends, pool_big);
     cr_assert_eq(st.zc_fixed_sends, st.zc_sends);
     cr_assert_eq(st.messages_sent, 18);
-    close_and_wait(u, s);
-    st_reader_join(&r);
-    cr_assert_eq(r.got, off);
-    cr_assert_eq(r.bad_at, UINT64_MAX, "byte %llu differs", (unsigned long long)r.bad_at);
+    close_and_check(u, s, &r, off);
     close(b);
     cr_assert_eq(zbuf_uring_unregister_pool(u, pool), 0);
     ut_destroy(u);
@@ -576,8 +588,7 @@ Test(send, zero_copy_is_tried_again_after_reprobe_after_requests)
     o.flags = ZBUF_URING_SOCK_ZEROCOPY;
     o.zc_min = 4096;
     o.reprobe_after = 5;
-    zbuf_uring_sock_t *s;
-    cr_assert_eq(zbuf_uring_sock_open(u, a, &o, &s), 0);
+    zbuf_uring_sock_t *s = open_sock_opts(u, a, &o);
     struct st_reader r = { .limit = 0 };
     st_reader_start(&r, b, 65536, 0);
     atomic_int released = 0;
@@ -598,10 +609,7 @@ Test(send, zero_copy_is_tried_again_after_reprobe_after_requests)
     cr_assert_eq(st.zc_sends, 6, "%llu probes", (unsigned long long)st.zc_sends);
     cr_assert_eq(st.zc_turned_off, 6);
     cr_assert_eq(sent.errors, 0);
-    close_and_wait(u, s);
-    st_reader_join(&r);
-    cr_assert_eq(r.got, off);
-    cr_assert_eq(r.bad_at, UINT64_MAX, "byte %llu differs", (unsigned long long)r.bad_at);
+    close_and_check(u, s, &r, off);
     cr_assert_eq(atomic_load(&released), c.bufs, "every buffer released once");
     close(b);
     ut_destroy(u);
