@@ -578,7 +578,7 @@ static ssize_t send_file_mapped(struct zbuf_sock *s, int fd, zbuf_t *z, zbuf_seg
  * The memory segments at the front of z go out by gather writes; a file
  * segment is only looked at when zbuf_iovec() stops before it, so that a
  * zbuf of memory costs one walk of its segments per system call (a small
- * send on loopback is 1 to 2 us of kernel work: every walk shows).
+ * send on loopback is a few microseconds of kernel work: every walk shows).
  */
 static ssize_t stream_send(struct zbuf_sock *s, int fd, zbuf_t *z, int flags)
 {
