@@ -8,7 +8,8 @@
 # Usage: scripts/bench-uring.sh [quick]
 # Environment: RUNS (repetitions, default 5), DUR (seconds per run, default
 # 1), SIZES (TCP message sizes of the send table), UDP_SIZES, TCP_BUFS
-# (receive tables), ONLY (send, recv or calib: just that part).
+# (receive tables), ONLY (send, recv or calib: just that part), SEND_MODES
+# (the send modes to run, e.g. "copy sock"; default all of them).
 #
 # Method.  The side under test runs on CPU 0, its peer on CPU 1 (taskset).
 # Send side: every sender mode against the cheapest receiver (recv() with
@@ -17,7 +18,8 @@
 # high-water mark.  Receive side: the receiver modes against the cheapest
 # sender (sendmmsg() of 64 datagrams per call; sendfile() of a memfd for
 # TCP).  Within a repetition every mode of a row runs once, in turn, so that
-# drift in machine load hits all alike; tables give medians over the
+# drift in machine load hits all alike (the send modes start from a different
+# one in each repetition); tables give medians over the
 # repetitions, and ratios as the median of the ratio within a repetition.
 # CPU is the user+system time of the side under test (getrusage), which on
 # loopback includes the kernel's protocol work done in its context.
@@ -32,7 +34,7 @@ ONLY=${ONLY:-all}
 if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
 fi
-SEND_MODES="copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"
+SEND_MODES=${SEND_MODES:-"copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"}
 
 bench_build bench_uring
 bin=$root/build/bench/adapters/uring/bench/bench_uring
@@ -43,7 +45,7 @@ res=$out/results.txt
 
 if ! probe=$("$bin" probe); then
   echo "==> io_uring unusable here ($probe): only the epoll rows can run" >&2
-  SEND_MODES="copy sock epoll msgzc msgzc-always"
+  SEND_MODES=$(for m in $SEND_MODES; do case $m in uring*) ;; *) echo "$m" ;; esac; done | xargs)
   uring_ok=0
 else
   uring_ok=1
@@ -68,9 +70,18 @@ record() { # kind run line
 }
 
 want send && echo "==> send side: RUNS=$RUNS DUR=${DUR}s sizes: $SIZES" >&2
+# rotate N WORDS...: the words starting from the Nth (mod their count), so
+# that no mode always runs first (or right after a given one) in a row.
+rotate() {
+  local n=$1; shift
+  local k=$(( n % $# ))
+  echo "${@:k+1}" "${@:1:k}"
+}
+
 want send && for run in $(seq 1 "$RUNS"); do
   for size in $SIZES; do
-    for m in $SEND_MODES; do
+    # shellcheck disable=SC2086
+    for m in $(rotate "$run" $SEND_MODES); do
       start_peer sink
       line=$($me "$bin" send -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" | grep '^result') || true
       wait "$pid" || true

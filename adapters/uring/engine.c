@@ -459,6 +459,15 @@ void zbuf__uring_fail_all(struct zbuf_uring_sock *s, int status)
 
 /* ------------------------------------------------------------ zero copy */
 
+/* The checks of zbuf__uring_zc_want() that need no side effect, with the
+ * lower of the two thresholds: false means that it would say no. */
+bool zbuf__uring_zc_maybe(const struct zbuf_uring_sock *s, size_t bytes, size_t nseg)
+{
+    size_t min = s->opts.zc_min < s->opts.zc_min_fixed ? s->opts.zc_min : s->opts.zc_min_fixed;
+    return (s->opts.flags & ZBUF_URING_SOCK_ZEROCOPY) && s->zc_capable && bytes >= min &&
+           nseg > 0 && bytes / nseg >= ZU_ZC_MIN_SEG && (s->zc_on || s->opts.reprobe_after != 0);
+}
+
 /*
  * The adaptive choice.  Until a notification has said that the kernel
  * really left the pages in place (`zc_proven`), only one zero-copy request

@@ -475,8 +475,12 @@ static void flush_stream(struct zbuf_uring_sock *s)
         return;
     }
     s->mh = (struct msghdr){ .msg_iov = s->iov, .msg_iovlen = n };
-    int slot = send_slot(s, &s->mh);
-    bool zc = !s->plain_once && zbuf__uring_zc_want(s, bytes, n, slot >= 0);
+    /* A registered buffer is looked for (a walk of every iovec) only when
+     * zero copy may be chosen: below the threshold, or once the adaptive
+     * choice turned it off, this is the plain path's code. */
+    bool maybe = !s->plain_once && zbuf__uring_zc_maybe(s, bytes, n);
+    int slot = maybe ? send_slot(s, &s->mh) : -1;
+    bool zc = maybe && zbuf__uring_zc_want(s, bytes, n, slot >= 0);
     s->plain_once = false;
     if (zc && (op->held = hold_front(s, bytes)) == NULL) {
         zc = false; /* no memory for our references: this one goes plain */
@@ -536,9 +540,10 @@ static void flush_dgram(struct zbuf_uring_sock *s)
             .msg_name = m->addr, .msg_namelen = m->addrlen,
             .msg_iov = iov, .msg_iovlen = (size_t)n,
         };
-        int slot = op->copied ? -1 : send_slot(s, &op->mh);
-        bool zc = !op->copied && len > 0 && !s->plain_once &&
-                  zbuf__uring_zc_want(s, len, (size_t)n, slot >= 0);
+        bool maybe = !op->copied && len > 0 && !s->plain_once &&
+                     zbuf__uring_zc_maybe(s, len, (size_t)n);
+        int slot = maybe ? send_slot(s, &op->mh) : -1;
+        bool zc = maybe && zbuf__uring_zc_want(s, len, (size_t)n, slot >= 0);
         s->plain_once = false;
         if (!prep_send(s, op, &op->mh, len, m->flags | MSG_NOSIGNAL, zc, slot)) {
             if (zc)

@@ -402,6 +402,12 @@ ZBUF__URING_HIDDEN void zbuf__uring_deferred(zbuf_uring_t *u);
 /* An accepted connection: to the application, or kept while stopped. */
 ZBUF__URING_HIDDEN void zbuf__uring_accepted(struct zbuf_uring_sock *s, int fd);
 
+/* Could a request of `bytes` in `nseg` segments go zero copy at all, on
+ * registered buffers or not?  No side effect: a no means that
+ * zbuf__uring_zc_want() would say no too, so that a plain request is
+ * prepared without looking for a registered buffer. */
+ZBUF__URING_HIDDEN bool zbuf__uring_zc_maybe(const struct zbuf_uring_sock *s, size_t bytes,
+                                             size_t nseg);
 /* Zero-copy policy: may a request of `bytes` ask for it?  A yes counts as
  * the request being made (call zbuf__uring_zc_unmade() if it is not). */
 ZBUF__URING_HIDDEN bool zbuf__uring_zc_want(struct zbuf_uring_sock *s, size_t bytes,

@@ -180,6 +180,71 @@ Test(file, nonblocking_partial_file_send_keeps_the_rest)
     close(ffd);
 }
 
+/* Partial writes that stop inside memory runs and inside file segments in
+ * turn: each call starts at whatever the last one left in front (memory
+ * or file), the bytes arrive in order, and every buffer is released once,
+ * when its last byte has gone. */
+Test(file, nonblocking_partial_sends_alternate_between_memory_and_file)
+{
+    int ffd = pattern_file(4 << 20);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    st_bufsizes(a, 8192, 0);
+    st_nonblock(a, true);
+    atomic_int mem_rel = 0, file_rel = 0;
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    uint64_t off = 0;
+    int nmem = 0, nfile = 0;
+    for (int i = 0; i < 6; i++) {
+        add_mem(z, off, 1 + 9000 * (size_t)i, &mem_rel), off += 1 + 9000 * (uint64_t)i, nmem++;
+        add_file(z, ffd, off, 50000 + 777 * (size_t)i, &file_rel);
+        off += 50000 + 777 * (uint64_t)i, nfile++;
+    }
+    add_mem(z, off, 3, &mem_rel), off += 3, nmem++;
+    zt_check(z);
+
+    /* Nobody reads yet: the first call stops part way, the next takes nothing. */
+    ssize_t n = zbuf_sock_send_fd(a, z, 0);
+    cr_assert(n > 0 && (uint64_t)n < off, "partial send expected, got %zd", n);
+    cr_assert_eq(zbuf_length(z), off - (uint64_t)n);
+    cr_assert_eq(zbuf_sock_send_fd(a, z, 0), -EAGAIN);
+    cr_assert_eq(zbuf_length(z), off - (uint64_t)n, "EAGAIN changes nothing");
+
+    struct st_reader r = { 0 };
+    st_reader_start(&r, b, 4096, 50);
+    uint64_t total = (uint64_t)n;
+    int calls = 1;
+    int64_t t0 = st_now_ms();
+    while (zbuf_length(z) > 0 && st_now_ms() - t0 < 30000) {
+        n = zbuf_sock_send_fd(a, z, 0);
+        if (n == -EAGAIN) {
+            struct pollfd p = { .fd = a, .events = POLLOUT };
+            poll(&p, 1, 100);
+            continue;
+        }
+        cr_assert(n > 0, "%s", zbuf_strerror((int)n));
+        calls++;
+        total += (uint64_t)n;
+        cr_assert_eq(zbuf_length(z), off - total, "the zbuf holds exactly what was not sent");
+        cr_assert(atomic_load(&mem_rel) <= nmem && atomic_load(&file_rel) <= nfile);
+    }
+    cr_assert_eq(total, off);
+    cr_assert_gt(calls, 2, "the small send buffer should have cut the zbuf several times");
+    cr_assert_eq(atomic_load(&mem_rel), nmem, "every memory buffer released once");
+    cr_assert_eq(atomic_load(&file_rel), nfile, "every file buffer released once");
+    shutdown(a, SHUT_WR);
+    st_reader_join(&r);
+    cr_assert_eq(r.got, off);
+    cr_assert_eq(r.bad_at, UINT64_MAX, "byte %llu differs", (unsigned long long)r.bad_at);
+    zbuf_delete(z);
+    cr_assert_eq(atomic_load(&mem_rel), nmem);
+    cr_assert_eq(atomic_load(&file_rel), nfile);
+    close(a);
+    close(b);
+    close(ffd);
+}
+
 Test(file, a_segment_past_the_end_of_its_file_fails_with_eio)
 {
     int ffd = pattern_file(5000);

@@ -49,7 +49,8 @@
  *
  * The last line of every role is machine-readable:
  *   result role=R mode=M size=N seconds=S bytes=B msgs=K cpu=C [extra...]
- * where C is the process's user+system CPU seconds during the run.
+ * where C is the process's user+system CPU seconds during the run; a TCP
+ * sender adds segs=G, the data segments it sent meanwhile (TCP_INFO).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -58,6 +59,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,10 +177,32 @@ static bool has(const char *s)
     return strstr(opt.mode, s) != NULL;
 }
 
+/* TCP data segments the socket has sent so far (TCP_INFO), 0 for UDP.  Read
+ * outside the timed part: on loopback, Nagle's algorithm coalesces small
+ * messages into one segment as often as acknowledgements lag, and the
+ * kernel's CPU per message follows the segments per message, which vary
+ * from run to run with the timing of both ends; "segs=" shows it. */
+static uint64_t tcp_segs(int fd)
+{
+    /* glibc's struct tcp_info stops before the counters (Linux 4.6) that
+     * follow it in the kernel's, at the same offsets. */
+    struct {
+        struct tcp_info base;
+        uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+        uint32_t segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in, data_segs_out;
+    } ti;
+    socklen_t len = sizeof ti;
+    if (opt.udp || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(__typeof__(ti), data_segs_out) + sizeof ti.data_segs_out)
+        return 0;
+    return ti.data_segs_out;
+}
+
 static int send_copy(int fd)
 {
     char *buf = malloc(opt.size);
     memset(buf, 'z', opt.size);
+    uint64_t segs0 = tcp_segs(fd);
     double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
     uint64_t msgs = 0;
     while (bench_now_s() < end) {
@@ -195,11 +219,13 @@ static int send_copy(int fd)
         }
     }
     double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
+    char extra[64];
+    snprintf(extra, sizeof extra, "segs=%llu", (unsigned long long)(tcp_segs(fd) - segs0));
     shutdown(fd, SHUT_WR);
     char c;
     while (recv(fd, &c, 1, 0) > 0)
         ;
-    result("send", msgs * opt.size, msgs, secs, cpu, "");
+    result("send", msgs * opt.size, msgs, secs, cpu, extra);
     free(buf);
     return 0;
 }
@@ -218,6 +244,7 @@ static int send_sock(int fd)
         bench_die("master", rc);
     memset(zbuf_buf_data(mb), 'z', opt.size);
     zbuf_buf_unref(mb);
+    uint64_t segs0 = tcp_segs(fd);
     double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
     uint64_t msgs = 0;
     while (bench_now_s() < end) {
@@ -232,12 +259,14 @@ static int send_sock(int fd)
         }
     }
     double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
+    char extra[64];
+    snprintf(extra, sizeof extra, "segs=%llu", (unsigned long long)(tcp_segs(fd) - segs0));
     zbuf_delete(master);
     shutdown(fd, SHUT_WR);
     char c;
     while (recv(fd, &c, 1, 0) > 0)
         ;
-    result("send", msgs * opt.size, msgs, secs, cpu, "");
+    result("send", msgs * opt.size, msgs, secs, cpu, extra);
     return 0;
 }
 
@@ -294,6 +323,7 @@ static int role_send(const char *host, int port)
     size_t hiwat = 4 * opt.size > (256u << 10) ? 4 * opt.size : (256u << 10);
     if (opt.udp)
         hiwat = 64 * opt.size; /* as many datagrams as may be in flight */
+    uint64_t segs0 = tcp_segs(fd);
     double t0 = bench_now_s(), c0 = bench_cpu_s(), end = t0 + opt.seconds;
     while (bench_now_s() < end) {
         while (zbuf_uring_send_queued(s) < hiwat) {
@@ -315,10 +345,12 @@ static int role_send(const char *host, int port)
     zbuf_uring_stats_t es;
     zbuf_uring_get_stats(u, &es);
     snprintf(extra, sizeof extra,
-             "requests=%llu zc_requests=%llu fixed=%llu copied=%llu zc_on=%d enters=%llu",
+             "requests=%llu zc_requests=%llu fixed=%llu copied=%llu zc_on=%d enters=%llu "
+             "segs=%llu",
              (unsigned long long)st.sends, (unsigned long long)st.zc_sends,
              (unsigned long long)st.zc_fixed_sends, (unsigned long long)st.zc_copied,
-             st.zerocopy_on, (unsigned long long)es.enters);
+             st.zerocopy_on, (unsigned long long)es.enters,
+             (unsigned long long)(tcp_segs(fd) - segs0));
     /* Drain (not timed), then close and wait for the sink to finish. */
     zbuf_uring_sock_close(s, 5000, NULL, NULL);
     while (zbuf_uring_sock_count(u) > 0)

@@ -34,6 +34,9 @@ def metric(r, what):
         return r['bytes'] / r['seconds'] / 1e6 if r['seconds'] > 0 else float('nan')
     if what == 'cpumb':  # MB per CPU-second of the side under test
         return r['bytes'] / r['cpu'] / 1e6 if r['cpu'] > 0 else float('nan')
+    if what == 'msgseg':  # messages per TCP data segment (Nagle's coalescing)
+        segs = int(r.get('segs', 0))
+        return r['msgs'] / segs if segs > 0 else float('nan')
     if what == 'nsmsg':  # CPU nanoseconds per message
         return r['cpu'] * 1e9 / r['msgs'] if r['msgs'] > 0 else float('nan')
     raise KeyError(what)
@@ -71,12 +74,18 @@ def sizes(kind):
     return sorted({r['size'] for r in rows if r['kind'] == kind})
 
 
+# Columns in the order of the script's SEND_MODES (each repetition starts
+# from another mode), modes not listed last, in the order first seen.
+ORDER = ['copy', 'sock', 'epoll', 'msgzc', 'uring', 'uring-zc', 'uring-zc-fixed', 'msgzc-always',
+         'uring-zc-always', 'uring-zc-fixed-always']
+
+
 def modes(kind):
     seen = []
     for r in rows:
         if r['kind'] == kind and r['mode'] not in seen:
             seen.append(r['mode'])
-    return seen
+    return sorted(seen, key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER))
 
 
 def human(n):
@@ -111,16 +120,18 @@ if sizes('send'):
     # it (sock: one sendmsg() per zbuf); the engine's own epoll fallback
     # (epoll) gathers queued zbufs as the ring does, so it is shown too.
     base = 'sock' if 'sock' in ms else 'epoll'
-    print("| message | " + " | ".join(ms) + f" | uring / {base} | IQR | uring / epoll fallback | IQR |")
-    print("| --- |" + " ---: |" * (len(ms) + 4))
+    # The ratio columns whose two modes ran (SEND_MODES may leave some out).
+    pairs = [(f"uring / {base}", 'uring', base), ("uring / epoll fallback", 'uring', 'epoll')]
+    pairs = [p for p in pairs if p[1] in ms and p[2] in ms]
+    print("| message | " + " | ".join(ms) + "".join(f" | {t} | IQR" for t, _, _ in pairs) + " |")
+    print("| --- |" + " ---: |" * (len(ms) + 2 * len(pairs)))
     for s in sizes('send'):
         cells = [num(med('send', s, m, 'msgs')) for m in ms]
-        r = ratio('send', s, 'uring', base, 'msgs')
-        rf = ratio('send', s, 'uring', 'epoll', 'msgs')
-        print(f"| {human(s)} | " + " | ".join(cells) +
-              f" | {r:.2f}x | {iqr('send', s, 'uring', base, 'msgs')} | {rf:.2f}x | "
-              f"{iqr('send', s, 'uring', 'epoll', 'msgs')} |")
-        if s <= 1024 and 'uring' in ms:
+        for _, m, b in pairs:
+            cells += [f"{ratio('send', s, m, b, 'msgs'):.2f}x", iqr('send', s, m, b, 'msgs')]
+        print(f"| {human(s)} | " + " | ".join(cells) + " |")
+        if s <= 1024 and 'uring' in ms and base in ms:
+            r = ratio('send', s, 'uring', base, 'msgs')
             targets.append((f"io_uring message rate >= 1.3x the epoll path ({base}), {human(s)}",
                             r, r >= 1.3))
     print()
@@ -135,6 +146,25 @@ if sizes('send'):
             cells.append(f"{num(v)}" + ("" if m == 'copy' else f" ({rr:.2f}x)"))
         print(f"| {human(s)} | " + " | ".join(cells) + " |")
     print()
+
+    if any('segs' in r for r in rows if r['kind'] == 'send'):
+        # Small messages on loopback: the kernel's CPU per message follows
+        # how many messages Nagle's algorithm put in one segment, which
+        # varies from run to run with the timing of both ends.
+        print("#### Send side: messages per TCP data segment, medians (min .. max over "
+              "repetitions)\n")
+        print("| message | " + " | ".join(ms) + " |")
+        print("| --- |" + " ---: |" * len(ms))
+        for s in sizes('send'):
+            if s > 16384:
+                continue
+            cells = []
+            for m in ms:
+                v = sorted(x for x in vals('send', s, m, 'msgseg').values() if x == x)
+                cells.append(f"{statistics.median(v):.1f} ({v[0]:.1f} .. {v[-1]:.1f})"
+                             if v else "-")
+            print(f"| {human(s)} | " + " | ".join(cells) + " |")
+        print()
 
     def worst(s, pairs):
         """The lowest paired ratio (MB per CPU-s) among (mode, base) pairs."""

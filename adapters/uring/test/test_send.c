@@ -20,16 +20,21 @@
 
 ZT_SUITE(send);
 
+static zbuf_uring_sock_t *open_sock_opts(zbuf_uring_t *u, int fd, const zbuf_uring_sock_opts_t *o)
+{
+    zbuf_uring_sock_t *s;
+    int rc = zbuf_uring_sock_open(u, fd, o, &s);
+    cr_assert_eq(rc, 0, "zbuf_uring_sock_open: %s", zbuf_strerror(rc));
+    return s;
+}
+
 static zbuf_uring_sock_t *open_sock(zbuf_uring_t *u, int fd, unsigned flags)
 {
     zbuf_uring_sock_opts_t o;
     zbuf_uring_sock_opts_init(&o);
     o.flags = flags;
     o.zc_min = 4096; /* zero copy at every size worth it, not only from 64 KiB */
-    zbuf_uring_sock_t *s;
-    int rc = zbuf_uring_sock_open(u, fd, &o, &s);
-    cr_assert_eq(rc, 0, "zbuf_uring_sock_open: %s", zbuf_strerror(rc));
-    return s;
+    return open_sock_opts(u, fd, &o);
 }
 
 struct counts {
@@ -54,6 +59,17 @@ static void close_and_wait(zbuf_uring_t *u, zbuf_uring_sock_t *s)
 {
     cr_assert_eq(zbuf_uring_sock_close(s, 2000, NULL, NULL), 0);
     ut_run_until(u, no_sockets, u, 10000, "the close");
+}
+
+/* Close s, let reader r finish, and check that it got the `total` bytes
+ * sent, in order. */
+static void close_and_check(zbuf_uring_t *u, zbuf_uring_sock_t *s, struct st_reader *r,
+                            uint64_t total)
+{
+    close_and_wait(u, s);
+    st_reader_join(r);
+    cr_assert_eq(r->got, total);
+    cr_assert_eq(r->bad_at, UINT64_MAX, "byte %llu differs", (unsigned long long)r->bad_at);
 }
 
 /* Send zbufs of every size and segment layout on a TCP connection opened
@@ -402,18 +418,41 @@ Test(send, epoll_sends_are_gathered_once_zero_copy_is_off)
 
 /* ------------------------------------------------------- fixed buffers */
 
+/* A pool of `count` buffers of `size` bytes registered with u (the test is
+ * skipped when the locked-memory limit refuses it). */
+static zbuf_pool_t *registered_pool(zbuf_uring_t *u, size_t size, size_t count)
+{
+    zbuf_pool_t *pool;
+    cr_assert_eq(zbuf_pool_create(size, count, &pool), 0);
+    int rc = zbuf_uring_register_pool(u, pool);
+    if (rc == -ENOMEM)
+        cr_skip_test("cannot pin the pool: raise RLIMIT_MEMLOCK");
+    cr_assert_eq(rc, 0, "register: %s", zbuf_strerror(rc));
+    return pool;
+}
+
+/* Append to z a buffer of the pool holding stream bytes [off, off+len),
+ * waiting (running u) until a notification gives one back. */
+static void append_pool_bytes(zbuf_uring_t *u, zbuf_pool_t *pool, zbuf_t *z, size_t len,
+                              uint64_t off)
+{
+    int64_t t0 = st_now_ms();
+    while (zbuf_pool_available(pool) == 0 && st_now_ms() - t0 < 10000)
+        zbuf_uring_run(u, 50);
+    zbuf_buf_t *bb;
+    cr_assert_eq(zbuf_pool_get(pool, &bb), 0);
+    st_fill(zbuf_buf_data(bb), len, off);
+    cr_assert_eq(zbuf_append_ref(z, bb, 0, len), 0);
+    zbuf_buf_unref(bb);
+}
+
 static void fixed_buffers(size_t segs_per_zbuf)
 {
     ut_require("zc");
     if (segs_per_zbuf > 1)
         ut_require("fixed");
     zbuf_uring_t *u = ut_engine(ZBUF_URING_BACKEND_IO_URING);
-    zbuf_pool_t *pool;
-    cr_assert_eq(zbuf_pool_create(16384, 64, &pool), 0);
-    int rc = zbuf_uring_register_pool(u, pool);
-    if (rc == -ENOMEM)
-        cr_skip_test("cannot pin the pool: raise RLIMIT_MEMLOCK");
-    cr_assert_eq(rc, 0, "register: %s", zbuf_strerror(rc));
+    zbuf_pool_t *pool = registered_pool(u, 16384, 64);
     cr_assert_eq(zbuf_uring_register_pool(u, pool), -EEXIST);
     int a, b;
     st_tcp_pair(&a, &b);
@@ -424,18 +463,11 @@ static void fixed_buffers(size_t segs_per_zbuf)
     struct ut_sent sent = { 0 };
     uint64_t off = 0;
     for (int i = 0; i < 32; i++) {
-        /* Buffers come back at the notifications: wait for enough. */
-        int64_t t0 = st_now_ms();
-        while (zbuf_pool_available(pool) < segs_per_zbuf && st_now_ms() - t0 < 10000)
-            zbuf_uring_run(u, 50);
+        /* Buffers come back at the notifications. */
         zbuf_t *z;
         cr_assert_eq(zbuf_create(&z), 0);
         for (size_t k = 0; k < segs_per_zbuf; k++) {
-            zbuf_buf_t *bb;
-            cr_assert_eq(zbuf_pool_get(pool, &bb), 0);
-            st_fill(zbuf_buf_data(bb), 16384, off);
-            cr_assert_eq(zbuf_append_ref(z, bb, 0, 16384), 0);
-            zbuf_buf_unref(bb);
+            append_pool_bytes(u, pool, z, 16384, off);
             off += 16384;
         }
         cr_assert_eq(zbuf_uring_send(s, z, 0, ut_sent_cb, &sent), 0);
@@ -479,6 +511,108 @@ Test(send, registering_a_pool_on_the_epoll_path_says_so)
     cr_assert_eq(zbuf_uring_register_pool(u, pool), -EOPNOTSUPP);
     ut_destroy(u);
     zbuf_pool_delete(pool);
+}
+
+/* The two thresholds apart: zc_min far above the message size, zc_min_fixed
+ * below it.  Messages in the registered pool go zero copy on registered
+ * buffers, messages elsewhere and pool messages under zc_min_fixed go
+ * plain (a plain request does not even look for a registered buffer);
+ * every byte arrives in order and every buffer is released once. */
+Test(send, the_registered_threshold_applies_to_registered_buffers_only)
+{
+    ut_require("zc");
+    zbuf_uring_t *u = ut_engine(ZBUF_URING_BACKEND_IO_URING);
+    zbuf_pool_t *pool = registered_pool(u, 16384, 8);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    zbuf_uring_sock_opts_t o;
+    zbuf_uring_sock_opts_init(&o);
+    o.flags = ZBUF_URING_SOCK_ZEROCOPY | ZBUF_URING_SOCK_ZEROCOPY_ALWAYS;
+    o.zc_min = 1u << 30;
+    o.zc_min_fixed = 8192;
+    zbuf_uring_sock_t *s = open_sock_opts(u, a, &o);
+    struct st_reader r = { .limit = 0 };
+    st_reader_start(&r, b, 65536, 0);
+    atomic_int released = 0;
+    struct ut_sent sent = { 0 };
+    uint64_t off = 0;
+    int pool_big = 0;
+    for (int i = 0; i < 18; i++) {
+        zbuf_t *z;
+        if (i % 3 == 2) {
+            z = st_pattern_zbuf(16384, off, 16384, &released); /* not registered */
+            off += 16384;
+        } else {
+            size_t len = i % 3 == 0 ? 16384 : 4096; /* above, below zc_min_fixed */
+            cr_assert_eq(zbuf_create(&z), 0);
+            append_pool_bytes(u, pool, z, len, off);
+            off += len;
+            pool_big += len == 16384;
+        }
+        cr_assert_eq(zbuf_uring_send(s, z, 0, ut_sent_cb, &sent), 0);
+        while (sent.calls < i + 1) /* one zbuf per request */
+            zbuf_uring_run(u, 100);
+    }
+    int64_t t0 = st_now_ms();
+    while ((zbuf_pool_available(pool) < 8 || atomic_load(&released) < 6) &&
+           st_now_ms() - t0 < 10000)
+        zbuf_uring_run(u, 50);
+    cr_assert_eq(atomic_load(&released), 6, "every unregistered buffer released once");
+    cr_assert_eq(zbuf_pool_available(pool), 8, "every pool buffer back");
+    cr_assert_eq(sent.errors, 0);
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    cr_assert_eq(st.zc_sends, (uint64_t)pool_big, "%llu zero-copy requests, %d wanted",
+                 (unsigned long long)st.zc_sends, pool_big);
+    cr_assert_eq(st.zc_fixed_sends, st.zc_sends);
+    cr_assert_eq(st.messages_sent, 18);
+    close_and_check(u, s, &r, off);
+    close(b);
+    cr_assert_eq(zbuf_uring_unregister_pool(u, pool), 0);
+    ut_destroy(u);
+    zbuf_pool_delete(pool);
+}
+
+/* reprobe_after counts the requests that could have gone zero copy, not
+ * the small ones: on loopback every probe is copied and turns zero copy
+ * off again, so 30 large requests (each waited for) make a probe of the
+ * first and of every fifth after it, whatever small requests run between. */
+Test(send, zero_copy_is_tried_again_after_reprobe_after_requests)
+{
+    ut_require("report");
+    zbuf_uring_t *u = ut_engine(ZBUF_URING_BACKEND_IO_URING);
+    int a, b;
+    st_tcp_pair(&a, &b);
+    zbuf_uring_sock_opts_t o;
+    zbuf_uring_sock_opts_init(&o);
+    o.flags = ZBUF_URING_SOCK_ZEROCOPY;
+    o.zc_min = 4096;
+    o.reprobe_after = 5;
+    zbuf_uring_sock_t *s = open_sock_opts(u, a, &o);
+    struct st_reader r = { .limit = 0 };
+    st_reader_start(&r, b, 65536, 0);
+    atomic_int released = 0;
+    struct ut_sent sent = { 0 };
+    struct counts c = { .sent = &sent, .released = &released };
+    uint64_t off = 0;
+    for (int i = 0; i < 60; i++) {
+        size_t len = i % 2 ? 1024 : 65536; /* below zc_min, above it */
+        zbuf_t *z = st_pattern_zbuf(len, off, len, &released);
+        cr_assert_eq(zbuf_uring_send(s, z, 0, ut_sent_cb, &sent), 0);
+        off += len;
+        c.want++;
+        c.bufs++;
+        ut_run_until(u, all_done, &c, 10000, "the send and its release");
+    }
+    zbuf_uring_sock_stats_t st;
+    zbuf_uring_sock_get_stats(s, &st);
+    cr_assert_eq(st.zc_sends, 6, "%llu probes", (unsigned long long)st.zc_sends);
+    cr_assert_eq(st.zc_turned_off, 6);
+    cr_assert_eq(sent.errors, 0);
+    close_and_check(u, s, &r, off);
+    cr_assert_eq(atomic_load(&released), c.bufs, "every buffer released once");
+    close(b);
+    ut_destroy(u);
 }
 
 /* ------------------------------------------------------- short sends */
