@@ -780,6 +780,18 @@ static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t
         ZBUF__CHECKED(z);
         return 0;
     }
+    if (off == 0 && len == z->len) { /* all of it (sent, consumed): no walk */
+        rsv_drop(z);
+        struct zbuf_seg *dead = z->head;
+        z->head = z->tail = NULL;
+        z->len = 0;
+        z->nsegs = 0;
+        if (after)
+            *after = NULL;
+        ZBUF__CHECKED(z);
+        bury_inline(dead);
+        return 0;
+    }
     struct pos p = find(z, off);
     struct zbuf_seg *spare = NULL, *dead = NULL;
     if (cut_needs_spare(p, len) && (spare = zbuf__seg_alloc()) == NULL)
