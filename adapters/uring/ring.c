@@ -825,9 +825,9 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
  */
 #define ZU_RING_MIN 32
 /*
- * The most bytes of buffers the ring holds, unless ZU_RING_FEW buffers
- * are more: what the cache of the core keeps while the kernel copies into
- * them.  A deeper ring receives more per completion but into buffers that
+ * The most bytes of buffers the ring holds per receiving socket, unless
+ * ZU_RING_FEW buffers are more: what the cache of the core keeps while the
+ * kernel copies into them.  A deeper ring receives more per completion but into buffers that
  * left the cache, and the copy then costs several times as much (measured
  * for 16 KiB TCP buffers: a ring grown to 300 buffers copied at a quarter
  * of the speed).  A ring that runs dry costs a re-armed receive, whose
@@ -836,13 +836,18 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
 #define ZU_RING_HOT_BYTES (256u << 10)
 #define ZU_RING_FEW 4
 
-/* The deepest the ring may grow: ZU_RING_HOT_BYTES of buffers, at least
- * ZU_RING_FEW, at most its entries. */
+/* The deepest the ring may grow: ZU_RING_HOT_BYTES of buffers (at least
+ * ZU_RING_FEW) for each socket receiving with it (armed, or waiting for
+ * buffers: sockets sharing a ring each need their share at once), at most
+ * its entries. */
 static unsigned ring_cap(const zbuf_uring_bufring_t *br)
 {
     size_t cap = ZU_RING_HOT_BYTES / br->buf_size;
     if (cap < ZU_RING_FEW)
         cap = ZU_RING_FEW;
+    size_t socks = (size_t)br->armed + br->st.waiting;
+    if (socks > 1)
+        cap = socks > br->entries / cap ? br->entries : cap * socks;
     return cap < br->entries ? (unsigned)cap : br->entries;
 }
 
@@ -950,6 +955,8 @@ static int arm_recv(struct zbuf_uring_sock *s, struct zu_op *op, zbuf_uring_bufr
     op->br = br;
     op->multishot = multishot;
     br->users++; /* the request names the ring until its last completion */
+    if (op->kind == ZU_OP_RECV)
+        br->armed++;
     arm(sqe, op);
     s->kops++;
     return 0;
@@ -1057,6 +1064,7 @@ static void recv_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_cq
     if (!more) {
         op->in_kernel = false;
         br->users--;
+        br->armed--;
         s->kops--;
     }
     bool stop = false;

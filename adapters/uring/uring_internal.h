@@ -280,6 +280,7 @@ struct zbuf_uring_bufring {
     unsigned target;               /* buffers to keep in the ring (adapts to the traffic) */
     uint64_t seen_consumed;        /* st.consumed / st.empty at the last adaptation */
     uint64_t seen_empty;
+    unsigned armed;                /* sockets' receive requests on it in the kernel */
     unsigned users;                /* sockets receiving with it */
     struct zbuf_uring_sock *wait_head; /* sockets waiting for buffers */
     atomic_bool starving;          /* a socket waits and the ring is empty */

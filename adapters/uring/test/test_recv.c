@@ -179,6 +179,54 @@ UT_BOTH(recv, a_prompt_reader_reuses_few_buffers)
     ut_rx_close(&x);
 }
 
+static bool both_ended(void *arg)
+{
+    struct ut_sink *k = arg;
+    return k[0].end <= 0 && k[1].end <= 0;
+}
+
+/* Two busy streams sharing one ring each get their bytes whole and in
+ * order; the ring's bound grows with the sockets using it (16 buffers of
+ * 16 KiB each), not beyond. */
+UT_BOTH(recv, two_streams_share_a_bounded_ring)
+{
+    struct ut_rx x;
+    ut_rx_open(&x, be, 16384, 512, 0, false);
+    int a, peer2;
+    st_tcp_pair(&a, &peer2);
+    zbuf_uring_sock_t *s2 = open_sock(x.u, a);
+    struct ut_sink k[2];
+    ut_sink_init(&k[0]);
+    ut_sink_init(&k[1]);
+    cr_assert_eq(zbuf_uring_recv_start(x.s, x.br, ut_sink_cb, &k[0]), 0);
+    cr_assert_eq(zbuf_uring_recv_start(s2, x.br, ut_sink_cb, &k[1]), 0);
+    struct writer w[2];
+    writer_start(&w[0], x.peer, 8u << 20, 0);
+    writer_start(&w[1], peer2, 8u << 20, 0);
+    uint64_t most = 0;
+    int64_t end = st_now_ms() + 60000;
+    while (!both_ended(k)) {
+        cr_assert_lt(st_now_ms(), end, "timed out");
+        int rc = zbuf_uring_run(x.u, 50);
+        cr_assert(rc >= 0 || rc == -EINTR);
+        zbuf_uring_bufring_stats_t bs;
+        zbuf_uring_bufring_get_stats(x.br, &bs);
+        most = bs.in_ring > most ? bs.in_ring : most;
+    }
+    pthread_join(w[0].tid, NULL);
+    pthread_join(w[1].tid, NULL);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(k[i].end, 0, "stream %d: %s", i, zbuf_strerror((int)k[i].end));
+        cr_assert_eq(k[i].got, w[i].total, "stream %d", i);
+        cr_assert_eq(k[i].bad_at, UINT64_MAX, "stream %d", i);
+    }
+    if (be == ZBUF_URING_BACKEND_IO_URING)
+        cr_assert_leq(most, 32, "the ring held %llu buffers of 16 KiB", (unsigned long long)most);
+    close(peer2);
+    cr_assert_eq(zbuf_uring_sock_close(s2, 1000, NULL, NULL), 0);
+    ut_rx_close(&x);
+}
+
 /* The application keeps every zbuf: the ring runs dry, the receive stops
  * without reading, and resumes when the zbufs are deleted. */
 UT_BOTH(recv, an_exhausted_ring_pauses_and_resumes_without_loss)
