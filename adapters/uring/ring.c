@@ -826,12 +826,13 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
 #define ZU_RING_MIN 32
 /*
  * The most bytes of buffers the ring holds per receiving socket, unless
- * ZU_RING_FEW buffers are more: what the cache of the core keeps while the
- * kernel copies into them.  A deeper ring receives more per completion but into buffers that
- * left the cache, and the copy then costs several times as much (measured
- * for 16 KiB TCP buffers: a ring grown to 300 buffers copied at a quarter
- * of the speed).  A ring that runs dry costs a re-armed receive, whose
- * bytes wait in the socket meanwhile.
+ * ZU_RING_FEW buffers are more: what the cache of the core keeps while
+ * the kernel copies into them.  A deeper ring receives more per
+ * completion, but into buffers that left the cache, and the copy then
+ * costs several times as much (measured for 16 KiB TCP buffers: a ring
+ * grown to 300 buffers copied at a quarter of the speed).  A ring that
+ * runs dry costs a re-armed receive, whose bytes wait in the socket
+ * meanwhile.
  */
 #define ZU_RING_HOT_BYTES (256u << 10)
 #define ZU_RING_FEW 4

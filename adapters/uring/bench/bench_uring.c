@@ -49,7 +49,11 @@
  *
  * The last line of every role is machine-readable:
  *   result role=R mode=M size=N seconds=S bytes=B msgs=K cpu=C [extra...]
- * where C is the process's user+system CPU seconds during the run.
+ * where C is the process's user+system CPU seconds during the run.  The
+ * recv role's extras: user= (the user part of C), the socket's re-armed
+ * receives and ENOBUFS stops, the engine's io_uring_enter calls (or
+ * epoll_wait calls), completions (or events) and wake-ups during the run,
+ * and the ring's buffers at the end and times it ran dry.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -422,8 +426,10 @@ static int role_recv(int port)
     zbuf_uring_sock_get_stats(s, &st);
     zbuf_uring_bufring_stats_t bs;
     zbuf_uring_bufring_get_stats(br, &bs);
-    char extra[200];
-    snprintf(extra, sizeof extra, "user=%.4f rearms=%llu nobufs=%llu enters=%llu cqes=%llu wakes=%llu in_ring=%llu empty=%llu",
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             "user=%.4f rearms=%llu nobufs=%llu enters=%llu cqes=%llu wakes=%llu in_ring=%llu "
+             "empty=%llu",
              usr, (unsigned long long)st.recv_rearms, (unsigned long long)st.recv_nobufs,
              (unsigned long long)(e1.enters - e0.enters), (unsigned long long)(e1.cqes - e0.cqes),
              (unsigned long long)(e1.wakes - e0.wakes), (unsigned long long)bs.in_ring,
