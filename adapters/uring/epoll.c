@@ -313,7 +313,7 @@ static void do_recv(struct zbuf_uring_sock *s)
             return;
         }
         zbuf_sock_msg_t msgs[ZE_BATCH];
-        size_t max = br->buf_size > ZU_DGRAM_HEADROOM ? br->buf_size - ZU_DGRAM_HEADROOM : 1;
+        size_t max = zu_dgram_room(br->buf_size);
         int r = zbuf_sock_recvmmsg(s->fd, br->pool, max, msgs, ZE_BATCH, MSG_DONTWAIT);
         if (r == -EAGAIN) {
             s->rx_ready = false;

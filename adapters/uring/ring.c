@@ -829,6 +829,33 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
  * several times the CPU per byte for 16 KiB datagrams).
  */
 #define ZU_RING_MIN 32
+/*
+ * The most bytes of buffers the ring holds per receiving socket, unless
+ * ZU_RING_FEW buffers are more: what the cache of the core keeps while
+ * the kernel copies into them.  A deeper ring receives more per
+ * completion, but into buffers that left the cache, and the copy then
+ * costs several times as much (measured for 16 KiB TCP buffers: a ring
+ * grown to 300 buffers copied at a quarter of the speed).  A ring that
+ * runs dry costs a re-armed receive, whose bytes wait in the socket
+ * meanwhile.
+ */
+#define ZU_RING_HOT_BYTES (256u << 10)
+#define ZU_RING_FEW 4
+
+/* The deepest the ring may grow: ZU_RING_HOT_BYTES of buffers (at least
+ * ZU_RING_FEW) for each socket receiving with it (armed, or waiting for
+ * buffers: sockets sharing a ring each need their share at once), at most
+ * its entries. */
+static unsigned ring_cap(const zbuf_uring_bufring_t *br)
+{
+    size_t cap = ZU_RING_HOT_BYTES / br->buf_size;
+    if (cap < ZU_RING_FEW)
+        cap = ZU_RING_FEW;
+    size_t socks = (size_t)br->armed + br->st.waiting;
+    if (socks > 1)
+        cap = socks > br->entries / cap ? br->entries : cap * socks;
+    return cap < br->entries ? (unsigned)cap : br->entries;
+}
 
 static unsigned ring_target(zbuf_uring_bufring_t *br)
 {
@@ -843,8 +870,8 @@ static unsigned ring_target(zbuf_uring_bufring_t *br)
         t = br->target - (br->target - t) / 8; /* shrink slowly */
     if (t < ZU_RING_MIN)
         t = ZU_RING_MIN;
-    if (t > br->entries)
-        t = br->entries;
+    if (t > ring_cap(br))
+        t = ring_cap(br);
     br->target = (unsigned)t;
     return br->target;
 }
@@ -914,7 +941,7 @@ static int arm_recv(struct zbuf_uring_sock *s, struct zu_op *op, zbuf_uring_bufr
         struct msghdr *mh = op->kind == ZU_OP_RECV ? &s->recv_mh : &op->mh;
         *mh = (struct msghdr){ 0 };
         if (multishot) {
-            mh->msg_namelen = sizeof(struct sockaddr_storage);
+            mh->msg_namelen = ZU_DGRAM_NAMELEN;
         } else {
             mh->msg_name = &op->from;
             mh->msg_namelen = sizeof op->from;
@@ -934,6 +961,8 @@ static int arm_recv(struct zbuf_uring_sock *s, struct zu_op *op, zbuf_uring_bufr
     op->br = br;
     op->multishot = multishot;
     br->users++; /* the request names the ring until its last completion */
+    if (op->kind == ZU_OP_RECV)
+        br->armed++;
     arm(sqe, op);
     s->kops++;
     return 0;
@@ -974,11 +1003,17 @@ static ssize_t rx_zbuf(struct zbuf_uring_sock *s, struct zu_op *op, zbuf_buf_t *
             return -EBADMSG;
         }
         rx->from = io_uring_recvmsg_name(o);
-        rx->fromlen = o->namelen < sizeof(struct sockaddr_storage) ? o->namelen
-                                                                    : sizeof(struct sockaddr_storage);
+        rx->fromlen = o->namelen < ZU_DGRAM_NAMELEN ? o->namelen : ZU_DGRAM_NAMELEN;
         rx->flags = (int)(o->flags & MSG_TRUNC);
         off = (size_t)((char *)io_uring_recvmsg_payload(o, &s->recv_mh) - (char *)zbuf_buf_data(b));
         len = io_uring_recvmsg_payload_length(o, res, &s->recv_mh);
+        /* The payload may have taken the headroom's last bytes: the same
+         * limit as the epoll path's, MSG_TRUNC beyond it. */
+        size_t room = zu_dgram_room(op->br->buf_size);
+        if (len > room) {
+            len = room;
+            rx->flags |= MSG_TRUNC;
+        }
     } else if (s->type != SOCK_STREAM) {
         rx->from = (struct sockaddr *)&op->from;
         rx->fromlen = op->mh.msg_namelen;
@@ -1035,6 +1070,7 @@ static void recv_cqe(zbuf_uring_t *u, struct zu_op *op, const struct io_uring_cq
     if (!more) {
         op->in_kernel = false;
         br->users--;
+        br->armed--;
         s->kops--;
     }
     bool stop = false;

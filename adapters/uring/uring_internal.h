@@ -69,14 +69,26 @@
 #define ZU_ABORT_MIN_MS 100
 /* conn_status / shut_status: no result waiting. */
 #define ZU_NO_STATUS 1
-/* Space a multishot recvmsg takes in front of a datagram's payload. */
+/* Space a datagram's buffer keeps in front of its payload: the most a
+ * datagram may have is the buffer size less this (on both machineries). */
 #define ZU_DGRAM_HEADROOM (sizeof(struct zu_recvmsg_out) + sizeof(struct sockaddr_storage))
+/* Room for the sender's address a multishot recvmsg asks for: enough for
+ * every family (sockaddr_un is the longest, 110 bytes), and so that the
+ * payload starts 128 bytes into the buffer, on a cache line (pool buffers
+ * are 64-byte aligned; a copy to a line-aligned destination is cheaper). */
+#define ZU_DGRAM_NAMELEN 112
 
 /* Layout of struct io_uring_recvmsg_out, for the epoll side's headroom
  * figure without including liburing there. */
 struct zu_recvmsg_out {
     uint32_t namelen, controllen, payloadlen, flags;
 };
+
+/* The longest datagram payload a ring buffer of buf_size bytes takes. */
+static inline size_t zu_dgram_room(size_t buf_size)
+{
+    return buf_size > ZU_DGRAM_HEADROOM ? buf_size - ZU_DGRAM_HEADROOM : 1;
+}
 
 /* --------------------------------------------------------------- messages */
 
@@ -268,6 +280,7 @@ struct zbuf_uring_bufring {
     unsigned target;               /* buffers to keep in the ring (adapts to the traffic) */
     uint64_t seen_consumed;        /* st.consumed / st.empty at the last adaptation */
     uint64_t seen_empty;
+    unsigned armed;                /* sockets' receive requests on it in the kernel */
     unsigned users;                /* sockets receiving with it */
     struct zbuf_uring_sock *wait_head; /* sockets waiting for buffers */
     atomic_bool starving;          /* a socket waits and the ring is empty */

@@ -50,7 +50,11 @@
  * The last line of every role is machine-readable:
  *   result role=R mode=M size=N seconds=S bytes=B msgs=K cpu=C [extra...]
  * where C is the process's user+system CPU seconds during the run; a TCP
- * sender adds segs=G, the data segments it sent meanwhile (TCP_INFO).
+ * sender adds segs=G, the data segments it sent meanwhile (TCP_INFO).  The
+ * recv role's extras: user= (the user part of C), the socket's re-armed
+ * receives and ENOBUFS stops, the engine's io_uring_enter calls (or
+ * epoll_wait calls), completions (or events) and wake-ups during the run,
+ * and the ring's buffers at the end and times it ran dry.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -386,6 +390,15 @@ static void on_recv(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring
     zbuf_delete(z); /* the buffer goes back to the pool */
 }
 
+/* User CPU seconds of the process (the rest of bench_cpu_s() is the
+ * kernel's). */
+static double user_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
+}
+
 static int role_recv(int port)
 {
     int fd;
@@ -432,17 +445,27 @@ static int role_recv(int port)
     /* The clock starts at the first byte. */
     while (c.bytes == 0 && !c.end)
         zbuf_uring_run(u, 1000);
-    double t0 = bench_now_s(), c0 = bench_cpu_s();
+    zbuf_uring_stats_t e0, e1;
+    zbuf_uring_get_stats(u, &e0);
+    double t0 = bench_now_s(), c0 = bench_cpu_s(), u0 = user_s();
     uint64_t b0 = c.bytes, m0 = c.msgs;
     double end = t0 + opt.seconds;
     while (!c.end && bench_now_s() < end)
         zbuf_uring_run(u, 100);
-    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
+    double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0, usr = user_s() - u0;
+    zbuf_uring_get_stats(u, &e1);
     zbuf_uring_sock_stats_t st;
     zbuf_uring_sock_get_stats(s, &st);
-    char extra[160];
-    snprintf(extra, sizeof extra, "rearms=%llu nobufs=%llu", (unsigned long long)st.recv_rearms,
-             (unsigned long long)st.recv_nobufs);
+    zbuf_uring_bufring_stats_t bs;
+    zbuf_uring_bufring_get_stats(br, &bs);
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             "user=%.4f rearms=%llu nobufs=%llu enters=%llu cqes=%llu wakes=%llu in_ring=%llu "
+             "empty=%llu",
+             usr, (unsigned long long)st.recv_rearms, (unsigned long long)st.recv_nobufs,
+             (unsigned long long)(e1.enters - e0.enters), (unsigned long long)(e1.cqes - e0.cqes),
+             (unsigned long long)(e1.wakes - e0.wakes), (unsigned long long)bs.in_ring,
+             (unsigned long long)bs.empty);
     result("recv", c.bytes - b0, c.msgs - m0, secs, cpu, extra);
     zbuf_uring_sock_close(s, 0, NULL, NULL);
     while (zbuf_uring_sock_count(u) > 0)

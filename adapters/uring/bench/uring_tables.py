@@ -212,9 +212,10 @@ for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods wi
               f"{num(med(kind, s, 'uring', 'msgs'))} | {num(med(kind, s, 'epoll', 'cpumb'))} | "
               f"{num(med(kind, s, 'uring', 'cpumb'))} | {r:.2f}x | "
               f"{iqr(kind, s, 'uring', 'epoll', 'cpumb')} |")
-        if kind == 'udp' and r == r:
+        if r == r:
+            what = f"UDP {human(s)}" if kind == 'udp' else f"TCP, {human(s)} buffers"
             targets.append((f"provided-buffer receive >= 1.2x recvmmsg (MB per CPU-s), "
-                            f"UDP {human(s)}", r, r >= 1.2))
+                            f"{what}", r, r >= 1.2))
     print()
 
 # The zero-copy threshold, where the kernel really keeps the pages (veth to

@@ -452,14 +452,16 @@ typedef struct zbuf_uring_bufring_stats {
  * Buffers must hold what one completion delivers: a stream receive fills
  * at most one buffer per completion; a datagram needs its payload plus 144
  * bytes (the kernel's header and the sender's address, which sit in front
- * of the payload in the same buffer); a longer datagram is truncated and
- * flagged `MSG_TRUNC`.
+ * of the payload in the same buffer; on io_uring the payload starts 128
+ * bytes in, on a cache line); a longer datagram is truncated and flagged
+ * `MSG_TRUNC`.
  *
  * The ring holds only as many buffers as the traffic needs (a quarter more
- * than the kernel took between two runs, at least 32, twice as many after
- * it ran dry): the
- * pool gives back its most recently returned buffers first, still in the
- * cache, so the kernel's copy lands in warm memory.
+ * than the kernel took between two runs, twice as many after it ran dry,
+ * at least 32), and never more than 256 KiB of buffers (or 4 where 4 are
+ * more) for each socket receiving with it: the pool gives back its most recently returned buffers first, still in
+ * the cache, so the kernel's copy lands in warm memory.  What does not fit
+ * waits in the socket until the next run refills the ring.
  *
  * A received zbuf keeps its buffer until it is deleted, also while it waits
  * in a send queue (an echo): a socket that sends back what it receives can
