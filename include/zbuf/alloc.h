@@ -61,10 +61,14 @@ ZBUF_EXPORT int zbuf_set_allocator(const zbuf_allocator_t *a);
 ZBUF_EXPORT const char *zbuf_default_allocator_name(void);
 
 /**
- * @brief Empty the calling thread's descriptor cache.
+ * @brief Empty the calling thread's caches: segment descriptors, zbuf
+ *        headers (at most 256 of each) and small library buffers (at most
+ *        64 blocks of 320 bytes, the header space made by
+ *        zbuf_prepend_space()).
  *
  * Threads empty their caches automatically when they exit; call this to give
- * the memory back earlier (for example before a leak check).
+ * the memory back earlier (for example before a leak check).  A buffer goes
+ * to the cache of the thread that drops its last reference.
  */
 ZBUF_EXPORT void zbuf_thread_cache_flush(void);
 
