@@ -85,7 +85,10 @@ want send && for run in $(seq 1 "$RUNS"); do
       start_peer sink
       line=$($me "$bin" send -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" | grep '^result') || true
       wait "$pid" || true
-      [ -n "$line" ] && record send "$run" "$line"
+      # The receiver's CPU too: on loopback, whose context runs the
+      # kernel's transmit work for queued data depends on timing.
+      pcpu=$(sed -n 's/^result .* cpu=\([0-9.]*\).*/\1/p' "$out/peer.txt")
+      [ -n "$line" ] && record send "$run" "$line${pcpu:+ peer_cpu=$pcpu}"
     done
   done
 done
