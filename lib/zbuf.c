@@ -84,8 +84,8 @@ static ZBUF__ALWAYS_INLINE void bury_inline(struct zbuf_seg *dead)
     zbuf__seg_free_chain(dead, last, n);
 }
 
-/* Drop the segments dead.. (linked through ->next): out of line, except in
- * zbuf_delete(). */
+/* bury_inline() out of line, for the calls where it is not hot (the
+ * delete and the whole-zbuf cut inline it). */
 static void bury(struct zbuf_seg *dead)
 {
     bury_inline(dead);
@@ -335,12 +335,22 @@ int zbuf_create(zbuf_t **out)
     return 0;
 }
 
-static inline void delete_checked(struct zbuf *z)
+/* Empty z (its reservation too) and return its segments, still holding
+ * their references, for bury_inline() once z is consistent. */
+static inline struct zbuf_seg *detach_all(struct zbuf *z)
 {
     rsv_drop(z);
     struct zbuf_seg *s = z->head;
-    z->magic = 0; /* re-entry from a release callback sees a dead handle */
     z->head = z->tail = NULL;
+    z->len = 0;
+    z->nsegs = 0;
+    return s;
+}
+
+static inline void delete_checked(struct zbuf *z)
+{
+    struct zbuf_seg *s = detach_all(z);
+    z->magic = 0; /* re-entry from a release callback sees a dead handle */
     bury_inline(s);
     zbuf__hdr_free(z);
 }
@@ -781,11 +791,7 @@ static inline int cut_checked(struct zbuf *z, size_t off, size_t len, zbuf_seg_t
         return 0;
     }
     if (off == 0 && len == z->len) { /* all of it (sent, consumed): no walk */
-        rsv_drop(z);
-        struct zbuf_seg *dead = z->head;
-        z->head = z->tail = NULL;
-        z->len = 0;
-        z->nsegs = 0;
+        struct zbuf_seg *dead = detach_all(z);
         if (after)
             *after = NULL;
         ZBUF__CHECKED(z);

@@ -139,34 +139,26 @@ if sizes('send'):
             targets.append((f"io_uring message rate >= 1.3x the epoll path ({base}), {human(s)}",
                             r, r >= 1.3))
     print()
-    print("#### Send side: MB per CPU-second of the sender, medians, and ratio to `copy`\n")
-    print("| message | " + " | ".join(ms) + " |")
-    print("| --- |" + " ---: |" * len(ms))
-    for s in sizes('send'):
-        cells = []
-        for m in ms:
-            v = med('send', s, m, 'cpumb')
-            rr = ratio('send', s, m, 'copy', 'cpumb')
-            cells.append(f"{num(v)}" + ("" if m == 'copy' else f" ({rr:.2f}x)"))
-        print(f"| {human(s)} | " + " | ".join(cells) + " |")
-    print()
-
-    if any('peer_cpu' in r for r in rows if r['kind'] == 'send'):
-        # On loopback a blocking sender sleeps while the receiver's
-        # acknowledgements push its queued data from the receiver's context:
-        # the sum of both ends does not depend on who ran that work.
-        print("#### Send side: MB per CPU-second of sender and receiver together, medians, "
-              "and ratio to `copy`\n")
+    def mb_table(title, what):
+        """MB per CPU-second (`what`) of every send mode, with its ratio to copy."""
+        print(f"#### Send side: MB per CPU-second of {title}, medians, and ratio to `copy`\n")
         print("| message | " + " | ".join(ms) + " |")
         print("| --- |" + " ---: |" * len(ms))
         for s in sizes('send'):
             cells = []
             for m in ms:
-                v = med('send', s, m, 'bothmb')
-                rr = ratio('send', s, m, 'copy', 'bothmb')
+                v = med('send', s, m, what)
+                rr = ratio('send', s, m, 'copy', what)
                 cells.append(f"{num(v)}" + ("" if m == 'copy' else f" ({rr:.2f}x)"))
             print(f"| {human(s)} | " + " | ".join(cells) + " |")
         print()
+
+    mb_table("the sender", 'cpumb')
+    if any('peer_cpu' in r for r in rows if r['kind'] == 'send'):
+        # On loopback a blocking sender sleeps while the receiver's
+        # acknowledgements push its queued data from the receiver's context:
+        # the sum of both ends does not depend on who ran that work.
+        mb_table("sender and receiver together", 'bothmb')
 
     if any('segs' in r for r in rows if r['kind'] == 'send'):
         # Small messages on loopback: the kernel's CPU per message follows
