@@ -312,6 +312,7 @@ int zbuf_ip_stack_create(const zbuf_ip_config_t *cfg, zbuf_ip_stack_t **out)
     s->cfg = c;
     s->arp_next = ZBUF_IP_NEVER;
     s->tcp_next = ZBUF_IP_NEVER;
+    s->tx_gen = 1;
     s->rx_level = -1;
     s->rng = zbuf_ip__siphash(c.isn_key, "rng", 3) | 1;
     s->next_port = (uint16_t)(PORT_DYNAMIC_MIN +
@@ -423,6 +424,7 @@ int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
         n->ctx = ctx;
         n->in_use = true;
         s->nnetifs++;
+        s->tx_gen++; /* a new subnet may take routes */
         *out = n;
         return 0;
     }
@@ -434,6 +436,7 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
     if (nif == NULL || !nif->in_use)
         return;
     zbuf_ip_stack_t *s = nif->stack;
+    s->tx_gen++;
     for (int i = 0; i < ZBUF_IP_ARP_ENTRIES; i++)
         if (s->arp[i].valid && s->arp[i].nif == nif)
             memset(&s->arp[i], 0, sizeof s->arp[i]);
@@ -601,6 +604,7 @@ static struct arp_entry *arp_alloc(zbuf_ip_stack_t *s)
         return NULL;
     }
     memset(victim, 0, sizeof *victim);
+    s->tx_gen++;
     return victim;
 }
 
@@ -644,6 +648,9 @@ static struct arp_entry *arp_learn(zbuf_ip_stack_t *s, zbuf_ip_netif_t *nif, uin
         e->valid = true;
         e->ip = ip;
         e->nif = nif;
+        s->tx_gen++;
+    } else if (memcmp(e->mac, mac, ETH_ALEN) != 0) {
+        s->tx_gen++; /* the neighbour moved: cached headers are stale */
     }
     memcpy(e->mac, mac, ETH_ALEN);
     e->expires = s->now + ZBUF_IP_ARP_MAX_AGE_MS;
@@ -793,6 +800,7 @@ static int arp_timers(zbuf_ip_stack_t *s)
             continue;
         n++;
         memset(e, 0, sizeof *e);
+        s->tx_gen++;
     }
     for (int i = 0; i < ZBUF_IP_ARP_PENDING; i++) {
         struct arp_pending *p = &s->arp_pend[i];
@@ -900,6 +908,15 @@ static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uin
     return rc;
 }
 
+/* The next hop towards `dst` through `nif`: itself on the link, else the
+ * interface's gateway. */
+static uint32_t nexthop_of(const zbuf_ip_netif_t *nif, uint32_t dst)
+{
+    if (dst != IP_BROADCAST && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
+        return nif->cfg.gateway;
+    return dst;
+}
+
 int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst, uint8_t proto)
 {
     zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
@@ -914,13 +931,78 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
     }
     struct ip_dgram d = {.pkt = pkt, .src = src ? src : nif->cfg.addr, .dst = dst, .id = 0,
                          .proto = proto};
-    uint32_t nexthop = dst;
-    if (dst != IP_BROADCAST && (dst & nif->mask) != (nif->cfg.addr & nif->mask))
-        nexthop = nif->cfg.gateway;
+    uint32_t nexthop = nexthop_of(nif, dst);
     /* Chosen now, once: the fragments leave later if ARP must resolve. */
     if (total > nif->cfg.mtu)
         d.id = ip_id_next(s, d.src, dst, proto);
     return arp_output(nif, &d, nexthop);
+}
+
+/* Fill `rt` with what zbuf_ip__output() would decide for (src, dst,
+ * proto) now; false, and `rt` left empty, unless the datagram would go
+ * straight to a driver: a route, a destination that is not ours, and the
+ * next hop's MAC known (or broadcast). */
+static bool txroute_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, uint32_t src,
+                         uint32_t dst, uint8_t proto)
+{
+    rt->gen = 0;
+    zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
+    if (nif == NULL || zbuf_ip__is_local(s, dst) || dst == 0)
+        return false;
+    uint32_t nexthop = nexthop_of(nif, dst);
+    struct arp_entry *e = NULL;
+    const uint8_t *mac = bcast_mac;
+    if (!is_bcast(nif, nexthop)) {
+        if ((e = arp_find(s, nif, nexthop)) == NULL)
+            return false;
+        mac = e->mac;
+    }
+    uint8_t *h = rt->hdr, *ip = rt->hdr + ETH_HLEN;
+    memcpy(h, mac, ETH_ALEN);
+    memcpy(h + ETH_ALEN, nif->cfg.mac, ETH_ALEN);
+    put16(h + 12, ETH_TYPE_IP);
+    memset(ip, 0, IP_HLEN);
+    ip[0] = IP_VHL;
+    put16(ip + 6, IP_DF); /* id 0: only a datagram that fits goes this way */
+    ip[8] = ZBUF_IP_TTL;
+    ip[9] = proto;
+    put32(ip + 12, src ? src : nif->cfg.addr);
+    put32(ip + 16, dst);
+    rt->hsum = zbuf_ip__sum_mem(ip, IP_HLEN, 0);
+    rt->nif = nif;
+    rt->arp = e;
+    rt->src = src;
+    rt->dst = dst;
+    rt->proto = proto;
+    rt->gen = s->tx_gen;
+    return true;
+}
+
+int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_t *pkt,
+                          size_t len, uint32_t src, uint32_t dst, uint8_t proto)
+{
+    if ((rt->gen != s->tx_gen || rt->src != src || rt->dst != dst || rt->proto != proto) &&
+        !txroute_fill(s, rt, src, dst, proto))
+        return zbuf_ip__output(s, pkt, src, dst, proto);
+    zbuf_ip_netif_t *nif = rt->nif;
+    size_t total = len + IP_HLEN;
+    if (total > nif->cfg.mtu) /* fragments (the MTU is below IP_MAX_DATAGRAM) */
+        return zbuf_ip__output(s, pkt, src, dst, proto);
+    if (rt->arp) {
+        rt->arp->sent = true;
+        rt->arp->used = s->now;
+    }
+    uint8_t *h;
+    if (zbuf_prepend_space(pkt, ETH_HLEN + IP_HLEN, (void **)&h) != 0) {
+        zbuf_delete(pkt);
+        return -ENOMEM;
+    }
+    memcpy(h, rt->hdr, ETH_HLEN + IP_HLEN);
+    put16(h + ETH_HLEN + 2, (uint16_t)total);
+    put16(h + ETH_HLEN + 10, zbuf_ip__fold(rt->hsum + total));
+    s->st.tx_frames++;
+    s->st.tx_bytes += total + ETH_HLEN;
+    return nif->drv.transmit(nif->ctx, pkt);
 }
 
 /* ------------------------------------------------------------------ ICMP */

@@ -169,6 +169,10 @@ struct zbuf_ip_stack {
     size_t rx_ok_frames;
     bool rx_prune_pending;  /* prune when the outermost stack call returns */
     struct zbuf_ip__teardown *teardowns; /* see zbuf_ip__teardown_add() */
+    /* Bumped by every change that may change where a datagram goes or to
+     * which MAC: an interface added or removed, an ARP entry made, changed
+     * or freed.  Starts at 1: a zeroed zbuf_ip__txroute is never valid. */
+    uint64_t tx_gen;
 };
 
 /* Teardown hooks: a layer above the stack (the socket layer's closed
@@ -196,6 +200,29 @@ ZBUF_IP__HIDDEN void zbuf_ip__tick(zbuf_ip_stack_t *s);
  * Returns 0 or a negative errno (the packet was dropped). */
 ZBUF_IP__HIDDEN int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
                                     uint8_t proto);
+/* A sender's cached route (a TCP connection keeps one): what
+ * zbuf_ip__output() decides for datagrams from `src` to `dst` of protocol
+ * `proto` while neither the interfaces nor the ARP table change (while
+ * `gen` equals the stack's tx_gen), with their Ethernet and IP headers
+ * prepared.  Zeroed memory is an empty one. */
+struct zbuf_ip__txroute {
+    uint64_t gen;           /* s->tx_gen when filled */
+    zbuf_ip_netif_t *nif;
+    struct arp_entry *arp;  /* the next hop's entry, marked used per datagram; NULL: broadcast */
+    uint32_t src, dst;
+    uint8_t proto;
+    uint64_t hsum;          /* partial sum of the IP header without its total length */
+    uint8_t hdr[ETH_HLEN + IP_HLEN]; /* Ethernet and IP headers, total length and checksum 0 */
+};
+/* zbuf_ip__output() of `pkt`, `len` bytes long, through the cached route
+ * `rt`: a datagram that fits the interface's MTU, to a next hop whose MAC
+ * is known, gets both headers in one zbuf_prepend_space() and goes to the
+ * driver; any other takes zbuf_ip__output(), as does every datagram when
+ * the route cannot be cached.  Byte for byte the same frames, counters and
+ * ARP bookkeeping as zbuf_ip__output().  Consumes `pkt`; same returns. */
+ZBUF_IP__HIDDEN int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
+                                          zbuf_t *pkt, size_t len, uint32_t src, uint32_t dst,
+                                          uint8_t proto);
 /* The interface and source address used to reach dst; NULL if none. */
 ZBUF_IP__HIDDEN zbuf_ip_netif_t *zbuf_ip__route(zbuf_ip_stack_t *s, uint32_t dst);
 /* Whether received checksums must be verified now. */

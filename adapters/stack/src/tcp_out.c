@@ -163,7 +163,7 @@ int zbuf_ip__tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off,
     s->st.tcp_tx_payload += len;
     if (flags & TCP_RST)
         s->st.tcp_rst_tx++;
-    zbuf_ip__output(s, z, t->laddr, t->raddr, IP_PROTO_TCP);
+    zbuf_ip__output_route(s, &t->txr, z, tot, t->laddr, t->raddr, IP_PROTO_TCP);
     return 0;
 }
 
