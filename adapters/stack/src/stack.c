@@ -978,31 +978,43 @@ static bool txroute_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, uint32
     return true;
 }
 
-int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_t *pkt,
-                          size_t len, uint32_t src, uint32_t dst, uint8_t proto)
+bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, size_t len,
+                          uint32_t src, uint32_t dst, uint8_t proto)
 {
     if ((rt->gen != s->tx_gen || rt->src != src || rt->dst != dst || rt->proto != proto) &&
         !txroute_fill(s, rt, src, dst, proto))
-        return zbuf_ip__output(s, pkt, src, dst, proto);
+        return false;
+    return len + IP_HLEN <= rt->nif->cfg.mtu; /* else fragments (the MTU is below IP_MAX_DATAGRAM) */
+}
+
+int zbuf_ip__output_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_t *pkt,
+                          uint8_t *h, size_t len)
+{
     zbuf_ip_netif_t *nif = rt->nif;
     size_t total = len + IP_HLEN;
-    if (total > nif->cfg.mtu) /* fragments (the MTU is below IP_MAX_DATAGRAM) */
-        return zbuf_ip__output(s, pkt, src, dst, proto);
     if (rt->arp) {
         rt->arp->sent = true;
         rt->arp->used = s->now;
     }
-    uint8_t *h;
-    if (zbuf_prepend_space(pkt, ETH_HLEN + IP_HLEN, (void **)&h) != 0) {
-        zbuf_delete(pkt);
-        return -ENOMEM;
-    }
-    memcpy(h, rt->hdr, ETH_HLEN + IP_HLEN);
+    memcpy(h, rt->hdr, ZBUF_IP__L2_HLEN);
     put16(h + ETH_HLEN + 2, (uint16_t)total);
     put16(h + ETH_HLEN + 10, zbuf_ip__fold(rt->hsum + total));
     s->st.tx_frames++;
     s->st.tx_bytes += total + ETH_HLEN;
     return nif->drv.transmit(nif->ctx, pkt);
+}
+
+int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_t *pkt,
+                          size_t len, uint32_t src, uint32_t dst, uint8_t proto)
+{
+    if (!zbuf_ip__route_ready(s, rt, len, src, dst, proto))
+        return zbuf_ip__output(s, pkt, src, dst, proto);
+    uint8_t *h;
+    if (zbuf_prepend_space(pkt, ZBUF_IP__L2_HLEN, (void **)&h) != 0) {
+        zbuf_delete(pkt);
+        return -ENOMEM;
+    }
+    return zbuf_ip__output_ready(s, rt, pkt, h, len);
 }
 
 /* ------------------------------------------------------------------ ICMP */

@@ -214,12 +214,27 @@ struct zbuf_ip__txroute {
     uint64_t hsum;          /* partial sum of the IP header without its total length */
     uint8_t hdr[ETH_HLEN + IP_HLEN]; /* Ethernet and IP headers, total length and checksum 0 */
 };
-/* zbuf_ip__output() of `pkt`, `len` bytes long, through the cached route
- * `rt`: a datagram that fits the interface's MTU, to a next hop whose MAC
- * is known, gets both headers in one zbuf_prepend_space() and goes to the
- * driver; any other takes zbuf_ip__output(), as does every datagram when
- * the route cannot be cached.  Byte for byte the same frames, counters and
- * ARP bookkeeping as zbuf_ip__output().  Consumes `pkt`; same returns. */
+/* Bytes of the Ethernet and IP headers a cached route writes. */
+#define ZBUF_IP__L2_HLEN (ETH_HLEN + IP_HLEN)
+/* Whether a datagram of `len` bytes (transport header and payload) from
+ * `src` to `dst` of protocol `proto` goes straight to a driver through `rt`
+ * (refilled if it is stale): it fits the interface's MTU and the next hop's
+ * MAC is known.  Then its sender may reserve ZBUF_IP__L2_HLEN bytes in
+ * front of its transport header, in the same zbuf_prepend_space(), and
+ * hand it to zbuf_ip__output_ready(); otherwise it takes zbuf_ip__output().
+ * Only the stack's own code between the two calls (no callback). */
+ZBUF_IP__HIDDEN bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
+                                          size_t len, uint32_t src, uint32_t dst, uint8_t proto);
+/* Write the Ethernet and IP headers of `rt` at `h`, the first
+ * ZBUF_IP__L2_HLEN bytes of `pkt`, for `len` bytes behind them, and hand
+ * `pkt` to the driver: byte for byte the frame, counters and ARP
+ * bookkeeping of zbuf_ip__output().  Consumes `pkt`; returns the driver's
+ * answer. */
+ZBUF_IP__HIDDEN int zbuf_ip__output_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
+                                          zbuf_t *pkt, uint8_t *h, size_t len);
+/* zbuf_ip__output() through `rt` for a datagram (`len` bytes) whose headers
+ * were not reserved: one zbuf_prepend_space() for both when the route is
+ * ready.  Consumes `pkt`; same returns as zbuf_ip__output(). */
 ZBUF_IP__HIDDEN int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
                                           zbuf_t *pkt, size_t len, uint32_t src, uint32_t dst,
                                           uint8_t proto);

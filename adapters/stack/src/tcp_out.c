@@ -129,13 +129,18 @@ int zbuf_ip__tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off,
                                                                              : !s->cfg.tcp_no_timestamps),
                                       opts)
                         : options(t, flags, len, opts);
-    uint8_t *h;
+    uint8_t *l2, *h;
     size_t hlen = TCP_HLEN + optlen;
-    rc = zbuf_prepend_space(z, hlen, (void **)&h);
+    /* The common case: Ethernet, IP and TCP headers in one header segment. */
+    size_t l2len = zbuf_ip__route_ready(s, &t->txr, hlen + len, t->laddr, t->raddr, IP_PROTO_TCP)
+                       ? ZBUF_IP__L2_HLEN
+                       : 0;
+    rc = zbuf_prepend_space(z, l2len + hlen, (void **)&l2);
     if (rc) {
         zbuf_delete(z);
         return rc;
     }
+    h = l2 + l2len;
     uint16_t field = zbuf_ip__tcp_rcv_window(t, syn);
     put16(h, t->lport);
     put16(h + 2, t->rport);
@@ -152,7 +157,7 @@ int zbuf_ip__tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off,
     if (zbuf_ip__need_tx_csum(s, t->raddr))
         put16(h + TCP_CSUM_OFF,
               zbuf_ip__fold(zbuf_ip__sum_zbuf(
-                  z, 0, tot, zbuf_ip__pseudo(t->laddr, t->raddr, IP_PROTO_TCP, tot))));
+                  z, l2len, tot, zbuf_ip__pseudo(t->laddr, t->raddr, IP_PROTO_TCP, tot))));
     if (flags & TCP_ACK) {
         t->ack_now = false;
         t->segs_unacked = 0;
@@ -163,7 +168,10 @@ int zbuf_ip__tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off,
     s->st.tcp_tx_payload += len;
     if (flags & TCP_RST)
         s->st.tcp_rst_tx++;
-    zbuf_ip__output_route(s, &t->txr, z, tot, t->laddr, t->raddr, IP_PROTO_TCP);
+    if (l2len)
+        zbuf_ip__output_ready(s, &t->txr, z, l2, tot);
+    else
+        zbuf_ip__output(s, z, t->laddr, t->raddr, IP_PROTO_TCP);
     return 0;
 }
 
