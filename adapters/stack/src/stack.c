@@ -12,6 +12,15 @@
  * which writes into the first segment's headroom when that buffer is
  * private to the packet and adds a small header segment otherwise (always
  * the case for TCP data, whose buffers the retransmission queue shares).
+ * TCP takes a shorter way for the common case: each connection caches its
+ * route (struct zbuf_ip__txroute: interface, next hop's ARP entry, the
+ * Ethernet and IP headers ready but for the length and checksum), valid
+ * while s->tx_gen has not moved (every interface or ARP table change bumps
+ * it).  A segment that fits the MTU then gets its Ethernet, IP and TCP
+ * headers in one zbuf_prepend_space() and goes straight to the driver
+ * (zbuf_ip__route_ready(), zbuf_ip__output_ready()): the same bytes, the
+ * same counters and ARP bookkeeping as zbuf_ip__output(), which takes
+ * everything else (fragments, ARP to resolve, a stale route, UDP, ICMP).
  *
  * IPv4 fragments are reassembled in reasm.c; a datagram larger than the
  * interface's MTU leaves as fragments, each a zbuf_dup() of its byte range
@@ -1002,19 +1011,6 @@ int zbuf_ip__output_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_
     s->st.tx_frames++;
     s->st.tx_bytes += total + ETH_HLEN;
     return nif->drv.transmit(nif->ctx, pkt);
-}
-
-int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_t *pkt,
-                          size_t len, uint32_t src, uint32_t dst, uint8_t proto)
-{
-    if (!zbuf_ip__route_ready(s, rt, len, src, dst, proto))
-        return zbuf_ip__output(s, pkt, src, dst, proto);
-    uint8_t *h;
-    if (zbuf_prepend_space(pkt, ZBUF_IP__L2_HLEN, (void **)&h) != 0) {
-        zbuf_delete(pkt);
-        return -ENOMEM;
-    }
-    return zbuf_ip__output_ready(s, rt, pkt, h, len);
 }
 
 /* ------------------------------------------------------------------ ICMP */

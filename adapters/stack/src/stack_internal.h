@@ -13,7 +13,9 @@
  * Every packet is a zbuf.  On the way up each layer cuts its header off the
  * front of the zbuf (zbuf_cut of a prefix only moves the first segment's
  * offset), so what reaches the application are the driver's own segments.
- * On the way down each layer prepends its header with zbuf_prepend_space().
+ * On the way down each layer prepends its header with zbuf_prepend_space();
+ * TCP, on a connection whose cached route is ready, prepends its Ethernet,
+ * IP and TCP headers at once (struct zbuf_ip__txroute).
  */
 #ifndef ZBUF_IP_STACK_INTERNAL_H
 #define ZBUF_IP_STACK_INTERNAL_H
@@ -232,12 +234,6 @@ ZBUF_IP__HIDDEN bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__tx
  * answer. */
 ZBUF_IP__HIDDEN int zbuf_ip__output_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
                                           zbuf_t *pkt, uint8_t *h, size_t len);
-/* zbuf_ip__output() through `rt` for a datagram (`len` bytes) whose headers
- * were not reserved: one zbuf_prepend_space() for both when the route is
- * ready.  Consumes `pkt`; same returns as zbuf_ip__output(). */
-ZBUF_IP__HIDDEN int zbuf_ip__output_route(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
-                                          zbuf_t *pkt, size_t len, uint32_t src, uint32_t dst,
-                                          uint8_t proto);
 /* The interface and source address used to reach dst; NULL if none. */
 ZBUF_IP__HIDDEN zbuf_ip_netif_t *zbuf_ip__route(zbuf_ip_stack_t *s, uint32_t dst);
 /* Whether received checksums must be verified now. */

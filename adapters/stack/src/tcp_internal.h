@@ -143,7 +143,7 @@ struct zbuf_ip_tcp {
     uint64_t born;                  /* clock at creation (early drop takes the oldest) */
     int soft_err;                   /* latest ICMP soft error (reported on a timeout) */
     uint64_t retransmits;
-    struct zbuf_ip__txroute txr;    /* where its segments go (tcp_out.c, zbuf_ip__output_route()) */
+    struct zbuf_ip__txroute txr;    /* where its segments go (tcp_out.c, zbuf_ip__route_ready()) */
 
     /* A listener's half-open children (tcp_in.c, tcp_syncookie.c). */
     struct zbuf_ip_tcp *listener;   /* SYN_RCVD child: its listener, until accepted */
