@@ -390,6 +390,8 @@ void zbuf_ip_stats(const zbuf_ip_stack_t *s, zbuf_ip_stats_t *out)
 
 bool zbuf_ip__need_tx_csum(zbuf_ip_stack_t *s, uint32_t dst)
 {
+    if (s->offload_nifs == 0)
+        return true; /* the common case: no route to look up */
     zbuf_ip_netif_t *nif = zbuf_ip__route(s, dst);
     return nif == NULL || !(nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD);
 }
@@ -433,6 +435,7 @@ int zbuf_ip_netif_add(zbuf_ip_stack_t *s, const zbuf_ip_netif_config_t *cfg,
         n->ctx = ctx;
         n->in_use = true;
         s->nnetifs++;
+        s->offload_nifs += (drv->flags & ZBUF_IP_DRV_CSUM_OFFLOAD) != 0;
         s->tx_gen++; /* a new subnet may take routes */
         *out = n;
         return 0;
@@ -455,6 +458,7 @@ void zbuf_ip_netif_remove(zbuf_ip_netif_t *nif)
     zbuf_ip__reasm_flush(s, nif);
     nif->in_use = false; /* no more frames in or out */
     s->nnetifs--;
+    s->offload_nifs -= (nif->drv.flags & ZBUF_IP_DRV_CSUM_OFFLOAD) != 0;
     if (nif->polling) {
         /* Called from a callback of this driver's own poll(), which still
          * runs and may still use its context: detach once it returned. */
@@ -947,11 +951,7 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
     return arp_output(nif, &d, nexthop);
 }
 
-/* Fill `rt` with what zbuf_ip__output() would decide for (src, dst,
- * proto) now; false, and `rt` left empty, unless the datagram would go
- * straight to a driver: a route, a destination that is not ours, and the
- * next hop's MAC known (or broadcast). */
-static bool txroute_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, uint32_t src,
+bool zbuf_ip__route_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, uint32_t src,
                          uint32_t dst, uint8_t proto)
 {
     rt->gen = 0;
@@ -985,15 +985,6 @@ static bool txroute_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, uint32
     rt->proto = proto;
     rt->gen = s->tx_gen;
     return true;
-}
-
-bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, size_t len,
-                          uint32_t src, uint32_t dst, uint8_t proto)
-{
-    if ((rt->gen != s->tx_gen || rt->src != src || rt->dst != dst || rt->proto != proto) &&
-        !txroute_fill(s, rt, src, dst, proto))
-        return false;
-    return len + IP_HLEN <= rt->nif->cfg.mtu; /* else fragments (the MTU is below IP_MAX_DATAGRAM) */
 }
 
 int zbuf_ip__output_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, zbuf_t *pkt,

@@ -132,6 +132,7 @@ struct zbuf_ip_stack {
     uint64_t now;           /* clock sampled at the entry of each public call */
     zbuf_ip_netif_t netifs[ZBUF_IP_MAX_NETIFS];
     unsigned nnetifs;       /* of them in use */
+    unsigned offload_nifs;  /* of them with ZBUF_IP_DRV_CSUM_OFFLOAD */
     struct arp_entry arp[ZBUF_IP_ARP_ENTRIES];
     struct arp_pending arp_pend[ZBUF_IP_ARP_PENDING];
     uint64_t arp_tokens;    /* ARP request budget, thousandths of a request */
@@ -218,6 +219,12 @@ struct zbuf_ip__txroute {
 };
 /* Bytes of the Ethernet and IP headers a cached route writes. */
 #define ZBUF_IP__L2_HLEN (ETH_HLEN + IP_HLEN)
+/* Fill `rt` with what zbuf_ip__output() would decide for (src, dst,
+ * proto) now; false, and `rt` left empty, unless the datagram would go
+ * straight to a driver: a route, a destination that is not ours, and the
+ * next hop's MAC known (or broadcast). */
+ZBUF_IP__HIDDEN bool zbuf_ip__route_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
+                                         uint32_t src, uint32_t dst, uint8_t proto);
 /* Whether a datagram of `len` bytes (transport header and payload) from
  * `src` to `dst` of protocol `proto` goes straight to a driver through `rt`
  * (refilled if it is stale): it fits the interface's MTU and the next hop's
@@ -225,8 +232,14 @@ struct zbuf_ip__txroute {
  * front of its transport header, in the same zbuf_prepend_space(), and
  * hand it to zbuf_ip__output_ready(); otherwise it takes zbuf_ip__output().
  * Only the stack's own code between the two calls (no callback). */
-ZBUF_IP__HIDDEN bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
-                                          size_t len, uint32_t src, uint32_t dst, uint8_t proto);
+static inline bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt,
+                                        size_t len, uint32_t src, uint32_t dst, uint8_t proto)
+{
+    if ((rt->gen != s->tx_gen || rt->src != src || rt->dst != dst || rt->proto != proto) &&
+        !zbuf_ip__route_fill(s, rt, src, dst, proto))
+        return false;
+    return len + IP_HLEN <= rt->nif->cfg.mtu; /* else fragments (the MTU is below IP_MAX_DATAGRAM) */
+}
 /* Write the Ethernet and IP headers of `rt` at `h`, the first
  * ZBUF_IP__L2_HLEN bytes of `pkt`, for `len` bytes behind them, and hand
  * `pkt` to the driver: byte for byte the frame, counters and ARP

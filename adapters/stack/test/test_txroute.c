@@ -197,13 +197,14 @@ static int keep_tx(void *ctx, zbuf_t *frame)
     return 0;
 }
 
-/* Replace A's interface by one with MAC `mac` and MTU `mtu`, and make it
- * learn B. */
-static void replace_netif(zh_single_t *u, const uint8_t mac[6], uint16_t mtu)
+/* Replace A's interface by one with MAC `mac`, MTU `mtu` and driver flags
+ * `flags`, and make it learn B. */
+static void replace_netif(zh_single_t *u, const uint8_t mac[6], uint16_t mtu, unsigned flags)
 {
+    zbuf_ip_netif_remove(u->nif);
     zbuf_ip_netif_config_t nc = {.addr = ZH_A, .prefix_len = 24, .mtu = mtu};
     memcpy(nc.mac, mac, 6);
-    zbuf_ip_driver_t drv = {.transmit = keep_tx};
+    zbuf_ip_driver_t drv = {.transmit = keep_tx, .flags = flags};
     cr_assert_eq(zbuf_ip_netif_add(u->s, &nc, &drv, u, &u->nif), 0);
     arp_from_b(u, zh_mac_b);
     zh_single_clear(u);
@@ -218,8 +219,9 @@ Test(txroute, interface_removed_while_a_connection_sends)
     int released = 0;
     write_text(&e, "two", &released);
     cr_assert_eq(u.ntx, 0, "no frame through a removed interface");
+    u.nif = NULL; /* already removed */
     /* Another interface takes its place: the retransmission leaves from it. */
-    replace_netif(&u, mac_c, 0);
+    replace_netif(&u, mac_c, 0, 0);
     a_mac = mac_c;
     for (int i = 0; i < 20 && u.ntx == 0; i++) {
         u.now += 250;
@@ -240,8 +242,7 @@ Test(txroute, a_segment_above_a_shrunk_mtu_leaves_in_fragments)
     zh_single_init(&u, NULL);
     ep_t e = {0};
     establish(&u, &e);
-    zbuf_ip_netif_remove(u.nif);
-    replace_netif(&u, zh_mac_a, 576);
+    replace_netif(&u, zh_mac_a, 576, 0);
     static char big[1201];
     memset(big, 'x', sizeof big - 1);
     write_text(&e, big, NULL);
@@ -273,6 +274,29 @@ static int send_via(zh_single_t *u, struct zbuf_ip__txroute *rt, uint32_t dst, z
     uint8_t *h;
     cr_assert_eq(zbuf_prepend_space(z, ZBUF_IP__L2_HLEN, (void **)&h), 0);
     return zbuf_ip__output_ready(u->s, rt, z, h, len);
+}
+
+/* TCP checksums are left to the interface that offloads them, and only
+ * to it, as interfaces come and go under a connection. */
+Test(txroute, checksum_offload_follows_the_interface)
+{
+    zh_single_t u;
+    ep_t e = {0};
+    uint32_t iss = one_acked(&u, &e); /* checked: a computed checksum */
+    replace_netif(&u, zh_mac_a, 0, ZBUF_IP_DRV_CSUM_OFFLOAD);
+    write_text(&e, "two", NULL);
+    cr_assert_eq(u.ntx, 1);
+    uint8_t f[128];
+    size_t n = zh_tx_bytes(&u, 0, f, sizeof f);
+    cr_assert_eq(n, 34 + (f[34 + 12] >> 4) * 4 + 3u);
+    cr_assert_eq(f[34 + 16] << 8 | f[34 + 17], 0, "checksum left to the interface");
+    zh_single_clear(&u);
+    ack_upto(&u, iss, 6);
+    replace_netif(&u, zh_mac_a, 0, 0);
+    write_text(&e, "three", NULL);
+    cr_assert_eq(u.ntx, 1);
+    check_frame(&u, 0, zh_mac_a, zh_mac_b, "three");
+    finish(&u, &e);
 }
 
 /* A destination reached through the gateway of one interface; then an
