@@ -19,6 +19,7 @@
 ZT_SUITE(txroute);
 
 #define PEER_ISN 7000u
+#define EXP_PROTO 253 /* an IP protocol number for experiments (RFC 3692) */
 
 static const uint8_t mac_c[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x0c};
 static const uint8_t mss1460[4] = {2, 4, 0x05, 0xb4};
@@ -264,13 +265,13 @@ Test(txroute, a_segment_above_a_shrunk_mtu_leaves_in_fragments)
     finish(&u, &e);
 }
 
-/* Send `z` (`len` bytes of protocol 253) from A to `dst` the way TCP
+/* Send `z` (`len` bytes of protocol EXP_PROTO) from A to `dst` the way TCP
  * does: through `rt` when it is ready, else through zbuf_ip__output(). */
 static int send_via(zh_single_t *u, struct zbuf_ip__txroute *rt, uint32_t dst, zbuf_t *z,
                     size_t len)
 {
-    if (!zbuf_ip__route_ready(u->s, rt, len, ZH_A, dst, 253))
-        return zbuf_ip__output(u->s, z, ZH_A, dst, 253);
+    if (!zbuf_ip__route_ready(u->s, rt, len, ZH_A, dst, EXP_PROTO))
+        return zbuf_ip__output(u->s, z, ZH_A, dst, EXP_PROTO);
     uint8_t *h;
     cr_assert_eq(zbuf_prepend_space(z, ZBUF_IP__L2_HLEN, (void **)&h), 0);
     return zbuf_ip__output_ready(u->s, rt, z, h, len);
@@ -440,7 +441,7 @@ Test(txroute, the_cached_route_allocates_nothing_and_the_uncached_one_drops_once
             uint8_t *h;
             cr_assert_eq(zbuf_prepend_space(z, ZBUF_IP__L2_HLEN, (void **)&h), 0);
             fa.fail_from = 1; /* every allocation */
-            cr_assert(zbuf_ip__route_ready(u.s, &rt, sizeof payload, ZH_A, ZH_B, 253));
+            cr_assert(zbuf_ip__route_ready(u.s, &rt, sizeof payload, ZH_A, ZH_B, EXP_PROTO));
             rc = zbuf_ip__output_ready(u.s, &rt, z, h, sizeof payload);
             fa.fail_from = 0;
             cr_assert_eq(rc, 0);
@@ -449,7 +450,7 @@ Test(txroute, the_cached_route_allocates_nothing_and_the_uncached_one_drops_once
             zh_single_clear(&u);
         } else {
             fa.fail_from = ZBUF_HEADROOM_DEFAULT;
-            rc = zbuf_ip__output(u.s, z, ZH_A, ZH_B, 253);
+            rc = zbuf_ip__output(u.s, z, ZH_A, ZH_B, EXP_PROTO);
             fa.fail_from = 0;
             cr_assert_eq(rc, -ENOMEM);
             cr_assert_gt(fa.failed, 0);
