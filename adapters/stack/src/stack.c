@@ -1450,7 +1450,9 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
         zbuf_ip_netif_t *nif = &s->netifs[i];
         if (nif->in_use && nif->drv.poll) {
             nif->polling++;
+            s->rx_batch++;
             int r = nif->drv.poll(nif->ctx, ZBUF_IP_POLL_BUDGET);
+            s->rx_batch--;
             nif->polling--;
             if (r > 0)
                 n += r;
@@ -1461,6 +1463,7 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
             }
         }
     }
+    zbuf_ip__tcp_acks_flush(s);
     /* The clock was read on entry; the driver polls above take microseconds,
      * not worth a second clock read on every poll. */
     n += arp_timers(s);

@@ -168,6 +168,10 @@ struct zbuf_ip_stack {
     zbuf_pool_t *rx_ok_pool;
     size_t rx_ok_frames;
     bool rx_prune_pending;  /* prune when the outermost stack call returns */
+    /* Receive batches: driver polls in progress, and the connections whose
+     * ACK waits for the end of the batch (zbuf_ip__tcp_acks_flush()). */
+    int rx_batch;
+    struct zbuf_ip_tcp *acks_owed;
     struct zbuf_ip__teardown *teardowns; /* see zbuf_ip__teardown_add() */
 };
 
@@ -313,6 +317,8 @@ ZBUF_IP__HIDDEN void zbuf_ip__tcp_prune(zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *seg, uint32_t src,
                                         uint32_t dst);
 ZBUF_IP__HIDDEN int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s);
+/* The end of a receive batch: send the ACKs that waited for it. */
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_acks_flush(zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s);
 /* The application gave the connection up but keeps it sending (the socket
