@@ -26,10 +26,8 @@
  * ZBUF_IP_CKSUM=portable|sse2|avx2 in the environment forces one (for
  * measurements); an unsupported choice falls back to the best available.
  */
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/uio.h>
 
 #include "cksum.h"
 
@@ -357,9 +355,26 @@ static inline uint64_t to_network(uint64_t s)
     return (s & 0xffffffffu) + (s >> 32);
 }
 
-uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum)
+/* zbuf_ip__sum_mem() of 64 bytes or more: out of line, so that the short
+ * runs need no stack frame. */
+__attribute__((noinline)) static uint64_t sum_mem_long(const void *p, size_t len, uint64_t sum)
 {
     return sum + to_network(sum_native(p, len));
+}
+
+uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum)
+{
+    if (len < 64)
+        return sum + to_network(sum_short(p, len));
+    return sum_mem_long(p, len, sum);
+}
+
+uint64_t zbuf_ip__sum_ip20(const void *hdr, uint64_t sum)
+{
+    const uint8_t *p = hdr;
+    uint32_t w;
+    memcpy(&w, p + 16, sizeof w);
+    return sum + to_network(addc(addc(load64(p), load64(p + 8)), w));
 }
 
 uint64_t zbuf_ip__sum_mem_with(enum zbuf_ip__cksum_impl i, const void *p, size_t len,
@@ -373,47 +388,30 @@ uint64_t zbuf_ip__sum_short(const void *p, size_t len, uint64_t sum)
     return sum + to_network(sum_short(p, len));
 }
 
-/* The byte ranges of the summed range are fetched SUM_IOV at a time with
- * zbuf_iovec() (one call instead of three per segment); each range's
+/* The segments are walked with the public accessors (zbuf_iovec() into a
+ * small array was measured no cheaper, and zbuf_seg_first() is cheaper
+ * than zbuf_seg_find() for the usual whole-zbuf sum).  Each range's
  * partial is rotated by a byte when it starts at an odd position of the
- * summed range, and the whole is folded once. */
-#define SUM_IOV 8
-
+ * summed range, and the whole is folded once, by the caller. */
 uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t len, uint64_t sum)
 {
-    struct iovec iov[SUM_IOV];
-    uint64_t acc = 0;
+    size_t in = 0;
+    zbuf_seg_t *seg = off == 0 ? zbuf_seg_first(z) : zbuf_seg_find(z, off, &in);
     size_t pos = 0; /* bytes summed so far: its parity says which half we are in */
-    while (len > 0) {
-        size_t got = 0;
-        int n = zbuf_iovec(z, off, len, iov, SUM_IOV, &got);
-        if (n < 0) { /* fewer bytes than asked: sum those there are */
-            size_t have = zbuf_length(z);
-            if (n != -ERANGE || off >= have)
-                break;
-            len = have - off;
-            continue;
-        }
-        for (int i = 0; i < n; i++) {
-            uint64_t s = sum_native(iov[i].iov_base, iov[i].iov_len);
+    uint64_t acc = 0;
+    while (seg != NULL && len > 0) {
+        const uint8_t *p = zbuf_seg_data(z, seg);
+        size_t n = zbuf_seg_length(z, seg) - in;
+        if (n > len)
+            n = len;
+        if (p != NULL) { /* file segments have no memory and are never sent here */
+            uint64_t s = sum_native(p + in, n);
             acc = addc(acc, (pos & 1) ? rot8(s) : s);
-            pos += iov[i].iov_len;
         }
-        off += got;
-        len -= got;
-        if (n < SUM_IOV && len > 0) {
-            /* A file segment (no memory; never sent here): skipped. */
-            size_t in = 0;
-            zbuf_seg_t *seg = zbuf_seg_find(z, off, &in);
-            if (seg == NULL)
-                break;
-            size_t skip = zbuf_seg_length(z, seg) - in;
-            if (skip > len)
-                skip = len;
-            pos += skip;
-            off += skip;
-            len -= skip;
-        }
+        pos += n;
+        len -= n;
+        in = 0;
+        seg = zbuf_seg_next(z, seg);
     }
     return sum + to_network(acc);
 }

@@ -40,6 +40,9 @@ ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t l
                                            uint64_t sum);
 /* Partial sum of a flat buffer (even start). */
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum);
+/* zbuf_ip__sum_mem(hdr, 20, sum) in a few straight-line additions: an IPv4
+ * header without options. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_ip20(const void *hdr, uint64_t sum);
 /* Fold and complement: the checksum field value (host order).  Inline, no
  * loop: two folds to 32 bits leave less than 2^32, two more to 16 bits
  * less than 2^16; a non-zero sum stays non-zero. */
