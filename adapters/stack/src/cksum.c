@@ -395,6 +395,8 @@ uint64_t zbuf_ip__sum_short(const void *p, size_t len, uint64_t sum)
  * summed range, and the whole is folded once, by the caller. */
 uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t len, uint64_t sum)
 {
+    if (len == 0)
+        return sum;
     size_t in = 0;
     zbuf_seg_t *seg = off == 0 ? zbuf_seg_first(z) : zbuf_seg_find(z, off, &in);
     size_t pos = 0; /* bytes summed so far: its parity says which half we are in */
