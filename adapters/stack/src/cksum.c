@@ -4,25 +4,28 @@
  * sequence numbers.
  *
  * The one's-complement sum is independent of byte order and of the word
- * size it is accumulated in, as long as every partial sum is folded back to
- * 16 bits with end-around carries before it is combined (RFC 1071): so a
- * memory run is summed in native order, 32 or 64 bits at a time, folded to
- * 16 bits and turned into a network-order value.  A run that starts at an
- * odd position of the summed range contributes its bytes in the other half
- * of each 16-bit word; swapping the folded partial sum's two bytes accounts
- * for that.  So a zbuf whose segments have odd lengths is summed in place,
- * never flattened.
+ * size it is accumulated in, as long as carries out of the word are added
+ * back (RFC 1071): a memory run is summed in native order, 16, 32 or 64
+ * bits at a time, into a 64-bit "partial" (see below), and the partials of
+ * a zbuf's ranges are added with end-around carries and folded once.  A run
+ * that starts at an odd position of the summed range contributes its bytes
+ * in the other half of each 16-bit word; rotating its partial by 8 bits
+ * (times 2^8 modulo 2^64 - 1, a multiple of 0xffff) accounts for that, and
+ * the same rotation turns the native-order total into network order on a
+ * little-endian machine.  So a zbuf whose segments have odd lengths is
+ * summed in place, never flattened.
  *
- * Three implementations of the flat sum, chosen once at run time:
- *  - AVX2: 32-byte unaligned loads; each 64-bit lane of a load is split into
- *    its two 32-bit words, which are added into 64-bit lanes of four
- *    accumulators (no carry is ever lost: 2^32 additions of 32-bit words fit
- *    64 bits), two loads per accumulator and iteration;
- *  - SSE2 (every x86-64): the same 16 bytes at a time;
+ * Runs under 64 bytes (headers, the short segments of a frame) are summed
+ * inline by straight-line 64-bit additions, and a 20-byte IPv4 header by
+ * its own routine.  Three implementations of the longer runs, chosen once
+ * at run time:
+ *  - AVX2: 32-byte unaligned loads; each 16-bit word, biased to a signed
+ *    one, is added by vpmaddwd into 32-bit lanes (three instructions per 32
+ *    bytes); the last bytes by one masked load, no call;
+ *  - SSE2 (every x86-64): the same 16 bytes at a time, the last 0..15
+ *    bytes by the short routine;
  *  - portable: 64-bit words added into two accumulators that count their
  *    own carries (what this file did before the vector versions).
- * Lengths under 64 bytes (IP headers, pseudo headers) always take the
- * portable code, which needs no call through the dispatch pointer.
  * ZBUF_IP_CKSUM=portable|sse2|avx2 in the environment forces one (for
  * measurements); an unsupported choice falls back to the best available.
  */
@@ -164,42 +167,62 @@ static uint64_t sum_portable(const uint8_t *p, size_t len)
 }
 
 #ifdef CKSUM_X86
-/* Sum of the 32-bit words of 16-byte vectors, in 64-bit lanes. */
-static inline __m128i add_words128(__m128i acc, __m128i v)
+/* The partial of a run of any length, from a routine that sums at most
+ * 2^17 bytes at a time (the vector ones, whose 32-bit lanes hold any sum of
+ * that many biased words, see below). */
+static inline uint64_t sum_in_runs(uint64_t (*run)(const uint8_t *, size_t), const uint8_t *p,
+                                   size_t len)
 {
-    const __m128i lo = _mm_set_epi32(0, -1, 0, -1);
-    acc = _mm_add_epi64(acc, _mm_and_si128(v, lo));
-    return _mm_add_epi64(acc, _mm_srli_epi64(v, 32));
+    const size_t part = (size_t)1 << 16;
+    uint64_t s = 0;
+    for (; len > 2 * part; p += part, len -= part)
+        s = addc(s, run(p, part));
+    return addc(s, run(p, len));
+}
+
+/* The vector loops turn each 16-bit word w into a signed one, w - 2^15 (an
+ * exclusive or of its top bit), and (v)pmaddwd adds neighbouring pairs into
+ * 32-bit lanes.  Every vector of 2n bytes adds n words, so the run's sum is
+ * the lanes' total plus 2^15 * n per vector.  Any total of such words from
+ * a run of at most 2^17 bytes fits a signed 32-bit lane. */
+#define SSE2_WORDS(p)                                                                     \
+    _mm_madd_epi16(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(p)), bias), one)
+
+/* Partial of a run of at most 2^17 bytes, 16 bytes at a time (four
+ * instructions each, with the load), the last 0..15 bytes by the short
+ * routine. */
+static uint64_t sum_sse2_run(const uint8_t *p, size_t len)
+{
+    const __m128i bias = _mm_set1_epi16(-0x8000), one = _mm_set1_epi16(1);
+    __m128i acc = _mm_setzero_si128();
+    uint64_t vectors = len / 16;
+    while (len >= 64) {
+        __m128i t = _mm_add_epi32(SSE2_WORDS(p), SSE2_WORDS(p + 16));
+        __m128i u = _mm_add_epi32(SSE2_WORDS(p + 32), SSE2_WORDS(p + 48));
+        acc = _mm_add_epi32(acc, _mm_add_epi32(t, u));
+        p += 64;
+        len -= 64;
+    }
+    while (len >= 16) {
+        acc = _mm_add_epi32(acc, SSE2_WORDS(p));
+        p += 16;
+        len -= 16;
+    }
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0x4e));
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0xb1));
+    int32_t total = _mm_cvtsi128_si32(acc);
+    return addc((uint64_t)((int64_t)total + (int64_t)(vectors << 18)), sum_short(p, len));
 }
 
 static uint64_t sum_sse2(const uint8_t *p, size_t len)
 {
-    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
-    while (len >= 64) {
-        a0 = add_words128(a0, _mm_loadu_si128((const __m128i *)p));
-        a1 = add_words128(a1, _mm_loadu_si128((const __m128i *)(p + 16)));
-        a2 = add_words128(a2, _mm_loadu_si128((const __m128i *)(p + 32)));
-        a3 = add_words128(a3, _mm_loadu_si128((const __m128i *)(p + 48)));
-        p += 64;
-        len -= 64;
-    }
-    a0 = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
-    uint64_t l[2];
-    _mm_storeu_si128((__m128i *)l, a0);
-    /* Two lanes, each below 2^63 for runs under 16 GiB. */
-    return addc(addc(l[0], l[1]), sum_short(p, len));
+    return sum_in_runs(sum_sse2_run, p, len);
 }
 
 /* Byte i of keep_last + r is 0xff for i >= 32 - r: a load from there keeps
  * the last r bytes of a 32-byte vector. */
 static const uint8_t keep_last[64] = {[32 ... 63] = 0xff};
 
-/* The AVX2 loop turns each 16-bit word w into a signed one, w - 2^15 (an
- * exclusive or of its top bit, with the load folded in), and vpmaddwd adds
- * neighbouring pairs into 32-bit lanes: three instructions per 32 bytes,
- * with the accumulation.  Every vector adds 16 words, so the run's sum is
- * the lanes' total plus 2^15 * 16 per vector.  Any total of such words
- * from a run of at most 2^17 bytes fits a signed 32-bit lane. */
 #define AVX2_WORDS(v) _mm256_madd_epi16(_mm256_xor_si256((v), bias), one)
 #define AVX2_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 
@@ -253,11 +276,7 @@ __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_
 {
     if (len < 32)
         return sum_short(p, len);
-    uint64_t s = 0;
-    const size_t part = (size_t)1 << 16;
-    for (; len > 2 * part; p += part, len -= part)
-        s = addc(s, sum_avx2_run(p, part));
-    return addc(s, sum_avx2_run(p, len));
+    return sum_in_runs(sum_avx2_run, p, len);
 }
 #endif
 

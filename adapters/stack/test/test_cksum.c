@@ -277,7 +277,7 @@ Test(cksum, short_runs_at_every_length_alignment_and_split)
 /* The ends of vector runs: every length mod 32 after 1 to 5 and 45 whole
  * 32-byte vectors (the AVX2 code's masked last load and odd last byte), at
  * alignments 0, 1 and 31; and every length within 32 bytes of the largest
- * run the AVX2 code sums in 32-bit lanes (2^17 bytes) and of the lengths
+ * run the vector code sums in 32-bit lanes (2^17 bytes) and of the lengths
  * it splits into such runs (3 * 2^16, 2^18).  Bytes all 0x00 (each word
  * at the bottom of the signed range the lanes add, and a sum that must stay
  * zero), all 0xff (at the top) and random; every implementation. */
