@@ -1303,7 +1303,7 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
         goto drop_bad;
     }
     if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(hlen == IP_HLEN ? zbuf_ip__sum_ip20(h, 0)
-                                                               : zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
+                                                : zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
         s->st.bad_checksum++;
         zbuf_delete(z);
         s->st.rx_drops++;

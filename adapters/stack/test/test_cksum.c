@@ -208,7 +208,8 @@ static void short_runs_flat(const uint8_t *buf)
             cr_assert_eq(zbuf_ip__fold(zbuf_ip__sum_mem(p, len, in)), want_in,
                          "sum_mem: length %zu at alignment %zu, sum carried in", len, a);
             if (len == 20) {
-                cr_assert_eq(zbuf_ip__fold(zbuf_ip__sum_ip20(p, 0)), want, "ip20 at alignment %zu", a);
+                cr_assert_eq(zbuf_ip__fold(zbuf_ip__sum_ip20(p, 0)), want, "ip20 at alignment %zu",
+                             a);
                 cr_assert_eq(zbuf_ip__fold(zbuf_ip__sum_ip20(p, in)), want_in,
                              "ip20 at alignment %zu, sum carried in", a);
             }
