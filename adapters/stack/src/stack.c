@@ -868,7 +868,7 @@ static int ip_send(zbuf_ip_netif_t *nif, const struct ip_dgram *d, zbuf_t *pkt, 
     put16(h + 10, 0);
     put32(h + 12, d->src);
     put32(h + 16, d->dst);
-    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_mem(h, IP_HLEN, 0)));
+    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_ip20(h, 0)));
     return eth_output(nif, pkt, mac, ETH_TYPE_IP);
 }
 
@@ -1302,7 +1302,8 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
         s->st.bad_ip++;
         goto drop_bad;
     }
-    if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
+    if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(hlen == IP_HLEN ? zbuf_ip__sum_ip20(h, 0)
+                                                : zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
         s->st.bad_checksum++;
         zbuf_delete(z);
         s->st.rx_drops++;

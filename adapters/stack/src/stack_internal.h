@@ -40,8 +40,20 @@ ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t l
                                            uint64_t sum);
 /* Partial sum of a flat buffer (even start). */
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum);
-/* Fold and complement: the checksum field value (host order). */
-ZBUF_IP__HIDDEN uint16_t zbuf_ip__fold(uint64_t sum);
+/* zbuf_ip__sum_mem(hdr, 20, sum) in a few straight-line additions: an IPv4
+ * header without options. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_ip20(const void *hdr, uint64_t sum);
+/* Fold and complement: the checksum field value (host order).  Inline, no
+ * loop: two folds to 32 bits leave less than 2^32, two more to 16 bits
+ * less than 2^16; a non-zero sum stays non-zero. */
+static inline uint16_t zbuf_ip__fold(uint64_t sum)
+{
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
 /* Pseudo-header sum for TCP/UDP. */
 static inline uint64_t zbuf_ip__pseudo(uint32_t src, uint32_t dst, uint8_t proto, uint32_t len)
 {

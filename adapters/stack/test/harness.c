@@ -249,11 +249,11 @@ static void w32(uint8_t *p, uint32_t v)
 
 uint16_t zh_csum(const uint8_t *p, size_t len)
 {
-    uint32_t s = 0;
+    uint64_t s = 0; /* 64 bits: no length overflows it */
     for (size_t i = 0; i + 1 < len; i += 2)
-        s += (uint32_t)(p[i] << 8 | p[i + 1]);
+        s += (uint64_t)(p[i] << 8 | p[i + 1]);
     if (len & 1)
-        s += (uint32_t)p[len - 1] << 8;
+        s += (uint64_t)p[len - 1] << 8;
     while (s >> 16)
         s = (s & 0xffff) + (s >> 16);
     return (uint16_t)~s;
