@@ -4,25 +4,28 @@
  * sequence numbers.
  *
  * The one's-complement sum is independent of byte order and of the word
- * size it is accumulated in, as long as every partial sum is folded back to
- * 16 bits with end-around carries before it is combined (RFC 1071): so a
- * memory run is summed in native order, 32 or 64 bits at a time, folded to
- * 16 bits and turned into a network-order value.  A run that starts at an
- * odd position of the summed range contributes its bytes in the other half
- * of each 16-bit word; swapping the folded partial sum's two bytes accounts
- * for that.  So a zbuf whose segments have odd lengths is summed in place,
- * never flattened.
+ * size it is accumulated in, as long as carries out of the word are added
+ * back (RFC 1071): a memory run is summed in native order, 16, 32 or 64
+ * bits at a time, into a 64-bit "partial" (see below), and the partials of
+ * a zbuf's ranges are added with end-around carries and folded once.  A run
+ * that starts at an odd position of the summed range contributes its bytes
+ * in the other half of each 16-bit word; rotating its partial by 8 bits
+ * (times 2^8 modulo 2^64 - 1, a multiple of 0xffff) accounts for that, and
+ * the same rotation turns the native-order total into network order on a
+ * little-endian machine.  So a zbuf whose segments have odd lengths is
+ * summed in place, never flattened.
  *
- * Three implementations of the flat sum, chosen once at run time:
- *  - AVX2: 32-byte unaligned loads; each 64-bit lane of a load is split into
- *    its two 32-bit words, which are added into 64-bit lanes of four
- *    accumulators (no carry is ever lost: 2^32 additions of 32-bit words fit
- *    64 bits), two loads per accumulator and iteration;
- *  - SSE2 (every x86-64): the same 16 bytes at a time;
+ * Runs under 64 bytes (headers, the short segments of a frame) are summed
+ * inline by straight-line 64-bit additions, and a 20-byte IPv4 header by
+ * its own routine.  Three implementations of the longer runs, chosen once
+ * at run time:
+ *  - AVX2: 32-byte unaligned loads; each 16-bit word, biased to a signed
+ *    one, is added by vpmaddwd into 32-bit lanes (three instructions per 32
+ *    bytes); the last bytes by one masked load, no call;
+ *  - SSE2 (every x86-64): the same 16 bytes at a time, the last 0..15
+ *    bytes by the short routine;
  *  - portable: 64-bit words added into two accumulators that count their
  *    own carries (what this file did before the vector versions).
- * Lengths under 64 bytes (IP headers, pseudo headers) always take the
- * portable code, which needs no call through the dispatch pointer.
  * ZBUF_IP_CKSUM=portable|sse2|avx2 in the environment forces one (for
  * measurements); an unsupported choice falls back to the best available.
  */
@@ -36,23 +39,39 @@
 #include <immintrin.h>
 #endif
 
-static uint16_t swap16(uint16_t v)
-{
-    return (uint16_t)((v << 8) | (v >> 8));
-}
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define CKSUM_LE 1
+#else
+#define CKSUM_LE 0
+#endif
 
-static uint16_t fold16(uint64_t acc)
-{
-    while (acc >> 16)
-        acc = (acc & 0xffff) + (acc >> 16);
-    return (uint16_t)acc;
-}
+/* A "partial" below is a run's one's-complement sum before folding: a
+ * 64-bit value congruent modulo 0xffff to the sum of the run's 16-bit
+ * native-order words, and zero only when every byte of the run is.  Any two
+ * such values give the same checksum (zbuf_ip__fold() maps a non-zero value
+ * into 1..0xffff by its residue), so each routine may accumulate in its own
+ * way, and a zbuf's ranges are combined without folding each one. */
 
 /* a + b with the end-around carry of one's-complement arithmetic. */
-static uint64_t addc(uint64_t a, uint64_t b)
+static inline uint64_t addc(uint64_t a, uint64_t b)
 {
     uint64_t s = a + b;
     return s + (s < a);
+}
+
+/* A partial times 2^8 modulo 2^64 - 1 (a multiple of 0xffff): the partial
+ * of the same bytes one position over, i.e. with the two bytes of every
+ * 16-bit word swapped. */
+static inline uint64_t rot8(uint64_t s)
+{
+    return (s << 8) | (s >> 56);
+}
+
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
 }
 
 /* The bytes after the last whole 8-byte word (fewer than 8), in native
@@ -74,22 +93,52 @@ static uint64_t sum_tail(const uint8_t *p, size_t len)
         p += 2;
         len -= 2;
     }
-    if (len) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        tail += p[0];
-#else
-        tail += (uint64_t)p[0] << 8;
-#endif
-    }
+    if (len)
+        tail += CKSUM_LE ? p[0] : (uint64_t)p[0] << 8;
     return tail;
 }
 
-/* Folded native-order sum of a run starting at an even position.  Two
- * independent 64-bit accumulators, each counting its carries, keep the
- * additions from waiting on one carry flag (twice the speed of a single
- * add-with-carry chain); a carry out of 64 bits is worth 1 in one's
- * complement arithmetic, so the counts are simply added back. */
-static uint16_t sum_portable(const uint8_t *p, size_t len)
+/* Partial of a run of fewer than 64 bytes (the headers, the pseudo header,
+ * the short segments of a frame) without a loop: a jump into a straight
+ * line of 64-bit additions for the whole words, then the last 1..7 bytes
+ * through one 8-byte load that ends at the run's end, shifted so that only
+ * they remain (they keep their position within a 16-bit word: the load
+ * starts a whole number of words into the run). */
+static inline uint64_t sum_short(const uint8_t *p, size_t len)
+{
+    uint64_t s = 0, c = 0; /* c counts the carries out of s, each worth 1 */
+#define SHORT_ADD(w) (s += (w), c += s < (w))
+    switch (len >> 3) {
+    case 7: SHORT_ADD(load64(p + 48)); /* fall through */
+    case 6: SHORT_ADD(load64(p + 40)); /* fall through */
+    case 5: SHORT_ADD(load64(p + 32)); /* fall through */
+    case 4: SHORT_ADD(load64(p + 24)); /* fall through */
+    case 3: SHORT_ADD(load64(p + 16)); /* fall through */
+    case 2: SHORT_ADD(load64(p + 8)); /* fall through */
+    case 1: SHORT_ADD(load64(p)); /* fall through */
+    default: break;
+    }
+    size_t r = len & 7;
+    if (r != 0) {
+        uint64_t t;
+        if (len >= 8) {
+            t = load64(p + len - 8);
+            t = CKSUM_LE ? t >> (64 - 8 * r) : t << (64 - 8 * r);
+        } else {
+            t = sum_tail(p, r);
+        }
+        SHORT_ADD(t);
+    }
+#undef SHORT_ADD
+    return addc(s, c);
+}
+
+/* Partial of a run, two independent 64-bit accumulators, each counting its
+ * carries, keep the additions from waiting on one carry flag (twice the
+ * speed of a single add-with-carry chain); a carry out of 64 bits is worth
+ * 1 in one's complement arithmetic, so the counts are simply added back.
+ * (The code before the vector versions, kept as the portable fallback.) */
+static uint64_t sum_portable(const uint8_t *p, size_t len)
 {
     uint64_t s0 = 0, s1 = 0, c0 = 0, c1 = 0;
     while (len >= 32) {
@@ -114,90 +163,126 @@ static uint16_t sum_portable(const uint8_t *p, size_t len)
         p += 8;
         len -= 8;
     }
-    uint64_t s = addc(addc(s0, s1), addc(c0 + c1, sum_tail(p, len)));
-    s = (s & 0xffffffffu) + (s >> 32);
-    s = (s & 0xffffffffu) + (s >> 32);
-    return fold16(s);
+    return addc(addc(s0, s1), addc(c0 + c1, sum_tail(p, len)));
 }
 
 #ifdef CKSUM_X86
-/* Sum of the 32-bit words of 16-byte vectors, in 64-bit lanes. */
-static inline __m128i add_words128(__m128i acc, __m128i v)
+/* The partial of a run of any length, from a routine that sums at most
+ * 2^17 bytes at a time (the vector ones, whose 32-bit lanes hold any sum of
+ * that many biased words, see below). */
+static inline uint64_t sum_in_runs(uint64_t (*run)(const uint8_t *, size_t), const uint8_t *p,
+                                   size_t len)
 {
-    const __m128i lo = _mm_set_epi32(0, -1, 0, -1);
-    acc = _mm_add_epi64(acc, _mm_and_si128(v, lo));
-    return _mm_add_epi64(acc, _mm_srli_epi64(v, 32));
+    const size_t part = (size_t)1 << 16;
+    uint64_t s = 0;
+    for (; len > 2 * part; p += part, len -= part)
+        s = addc(s, run(p, part));
+    return addc(s, run(p, len));
 }
 
-/* The four 64-bit lane sums (each below 2^63 for any length this is called
- * with), and the rest of the run, folded. */
-static uint16_t finish(uint64_t a, uint64_t b, uint64_t c, uint64_t d, const uint8_t *p,
-                       size_t len)
-{
-    uint64_t s = addc(addc(a, b), addc(c, d));
-    uint16_t rest = sum_portable(p, len);
-    s = addc(s, rest);
-    s = (s & 0xffffffffu) + (s >> 32);
-    s = (s & 0xffffffffu) + (s >> 32);
-    return fold16(s);
-}
+/* The vector loops turn each 16-bit word w into a signed one, w - 2^15 (an
+ * exclusive or of its top bit), and (v)pmaddwd adds neighbouring pairs into
+ * 32-bit lanes.  Every vector of 2n bytes adds n words, so the run's sum is
+ * the lanes' total plus 2^15 * n per vector.  Any total of such words from
+ * a run of at most 2^17 bytes fits a signed 32-bit lane. */
+#define SSE2_WORDS(p)                                                                     \
+    _mm_madd_epi16(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(p)), bias), one)
 
-static uint16_t sum_sse2(const uint8_t *p, size_t len)
+/* Partial of a run of at most 2^17 bytes, 16 bytes at a time (four
+ * instructions each, with the load), the last 0..15 bytes by the short
+ * routine. */
+static uint64_t sum_sse2_run(const uint8_t *p, size_t len)
 {
-    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+    const __m128i bias = _mm_set1_epi16(-0x8000), one = _mm_set1_epi16(1);
+    __m128i acc = _mm_setzero_si128();
+    uint64_t vectors = len / 16;
     while (len >= 64) {
-        a0 = add_words128(a0, _mm_loadu_si128((const __m128i *)p));
-        a1 = add_words128(a1, _mm_loadu_si128((const __m128i *)(p + 16)));
-        a2 = add_words128(a2, _mm_loadu_si128((const __m128i *)(p + 32)));
-        a3 = add_words128(a3, _mm_loadu_si128((const __m128i *)(p + 48)));
+        __m128i t = _mm_add_epi32(SSE2_WORDS(p), SSE2_WORDS(p + 16));
+        __m128i u = _mm_add_epi32(SSE2_WORDS(p + 32), SSE2_WORDS(p + 48));
+        acc = _mm_add_epi32(acc, _mm_add_epi32(t, u));
         p += 64;
         len -= 64;
     }
-    a0 = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
-    uint64_t l[2];
-    _mm_storeu_si128((__m128i *)l, a0);
-    return finish(l[0], l[1], 0, 0, p, len);
+    while (len >= 16) {
+        acc = _mm_add_epi32(acc, SSE2_WORDS(p));
+        p += 16;
+        len -= 16;
+    }
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0x4e));
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0xb1));
+    int32_t total = _mm_cvtsi128_si32(acc);
+    return addc((uint64_t)((int64_t)total + (int64_t)(vectors << 18)), sum_short(p, len));
 }
 
-__attribute__((target("avx2"))) static inline __m256i add_words256(__m256i acc, __m256i v)
+static uint64_t sum_sse2(const uint8_t *p, size_t len)
 {
-    const __m256i lo = _mm256_set_epi32(0, -1, 0, -1, 0, -1, 0, -1);
-    acc = _mm256_add_epi64(acc, _mm256_and_si256(v, lo));
-    return _mm256_add_epi64(acc, _mm256_srli_epi64(v, 32));
+    return sum_in_runs(sum_sse2_run, p, len);
 }
 
-__attribute__((target("avx2"))) static uint16_t sum_avx2(const uint8_t *p, size_t len)
+/* Byte i of keep_last + r is 0xff for i >= 32 - r: a load from there keeps
+ * the last r bytes of a 32-byte vector. */
+static const uint8_t keep_last[64] = {[32 ... 63] = 0xff};
+
+#define AVX2_WORDS(v) _mm256_madd_epi16(_mm256_xor_si256((v), bias), one)
+#define AVX2_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+
+/* Sum of the 16-bit words of a run of 32 bytes to 2^17 (a partial).  The
+ * four vectors of a 128-byte step are added in a tree, then to the one
+ * accumulator (one dependent addition per step, and no register copies,
+ * which gcc makes for four accumulators).  The last len % 32 bytes: an odd
+ * last byte added alone, the rest by one load that ends at the run's end,
+ * masked to those bytes (the run is at least 32 bytes long, so the load
+ * stays inside it, and it starts an even number of bytes in; the masked
+ * words count as zeros). */
+__attribute__((target("avx2"))) static uint64_t sum_avx2_run(const uint8_t *p, size_t len)
 {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    const __m256i bias = _mm256_set1_epi16(-0x8000), one = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    uint64_t vectors = (len + 30) / 32; /* loads below (an odd last byte is not loaded) */
     while (len >= 128) {
-        a0 = add_words256(a0, _mm256_loadu_si256((const __m256i *)p));
-        a1 = add_words256(a1, _mm256_loadu_si256((const __m256i *)(p + 32)));
-        a2 = add_words256(a2, _mm256_loadu_si256((const __m256i *)(p + 64)));
-        a3 = add_words256(a3, _mm256_loadu_si256((const __m256i *)(p + 96)));
+        __m256i t = _mm256_add_epi32(AVX2_WORDS(AVX2_LOAD(p)), AVX2_WORDS(AVX2_LOAD(p + 32)));
+        __m256i u = _mm256_add_epi32(AVX2_WORDS(AVX2_LOAD(p + 64)), AVX2_WORDS(AVX2_LOAD(p + 96)));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(t, u));
         p += 128;
         len -= 128;
     }
     while (len >= 32) {
-        a0 = add_words256(a0, _mm256_loadu_si256((const __m256i *)p));
+        acc = _mm256_add_epi32(acc, AVX2_WORDS(AVX2_LOAD(p)));
         p += 32;
         len -= 32;
     }
-    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-    /* Two lanes of at most 2^63 each: their sum does not carry out. */
-    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
-    uint64_t x = (uint64_t)_mm_cvtsi128_si64(h), y = (uint64_t)_mm_extract_epi64(h, 1);
-    /* Leave the upper halves of the vector registers clean, with nothing
-     * left in them, before any SSE code runs again: on some processors every
-     * later SSE instruction pays for merging dirty upper halves (measured: the
-     * SSE2 sum 5 times slower). */
+    uint64_t odd = 0;
+    if (len & 1) {
+        len--;
+        odd = CKSUM_LE ? p[len] : (uint64_t)p[len] << 8;
+    }
+    if (len != 0) {
+        __m256i v = _mm256_and_si256(AVX2_LOAD(p + len - 32), AVX2_LOAD(keep_last + len));
+        acc = _mm256_add_epi32(acc, AVX2_WORDS(v));
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    int32_t total = _mm_cvtsi128_si32(s);
+    /* Leave the upper halves of the vector registers clean before any SSE
+     * code runs again: on some processors every later SSE instruction pays
+     * for merging dirty upper halves (measured: the SSE2 sum 5 times
+     * slower). */
     _mm256_zeroupper();
-    return finish(x, y, 0, 0, p, len);
+    return (uint64_t)((int64_t)total + (int64_t)(vectors << 19)) + odd;
+}
+
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_t len)
+{
+    if (len < 32)
+        return sum_short(p, len);
+    return sum_in_runs(sum_avx2_run, p, len);
 }
 #endif
 
 /* ------------------------------------------------------------ dispatch */
 
-typedef uint16_t (*sum_fn)(const uint8_t *p, size_t len);
+typedef uint64_t (*sum_fn)(const uint8_t *p, size_t len);
 
 static const struct {
     const char *name;
@@ -269,28 +354,46 @@ enum zbuf_ip__cksum_impl zbuf_ip__cksum_chosen(void)
     return (enum zbuf_ip__cksum_impl)atomic_load_explicit(&chosen_id, memory_order_relaxed);
 }
 
-/* Folded native-order sum of a run starting at an even position. */
-static uint16_t sum_native(const uint8_t *p, size_t len)
+/* Partial of a run: short ones inline, the others by the chosen routine. */
+static inline uint64_t sum_native(const uint8_t *p, size_t len)
 {
     if (len < 64)
-        return sum_portable(p, len);
+        return sum_short(p, len);
     sum_fn fn = atomic_load_explicit(&chosen, memory_order_acquire);
     if (__builtin_expect(fn == NULL, 0))
         fn = choose();
     return fn(p, len);
 }
 
-static uint64_t to_network(uint16_t v)
+/* A native-order partial as a partial of the network-order words, below
+ * 2^33: safe to add to a caller's sum. */
+static inline uint64_t to_network(uint64_t s)
 {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    v = swap16(v);
-#endif
-    return v;
+    if (CKSUM_LE)
+        s = rot8(s);
+    return (s & 0xffffffffu) + (s >> 32);
+}
+
+/* zbuf_ip__sum_mem() of 64 bytes or more: out of line, so that the short
+ * runs need no stack frame. */
+__attribute__((noinline)) static uint64_t sum_mem_long(const void *p, size_t len, uint64_t sum)
+{
+    return sum + to_network(sum_native(p, len));
 }
 
 uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum)
 {
-    return sum + to_network(sum_native(p, len));
+    if (len < 64)
+        return sum + to_network(sum_short(p, len));
+    return sum_mem_long(p, len, sum);
+}
+
+uint64_t zbuf_ip__sum_ip20(const void *hdr, uint64_t sum)
+{
+    const uint8_t *p = hdr;
+    uint32_t w;
+    memcpy(&w, p + 16, sizeof w);
+    return sum + to_network(addc(addc(load64(p), load64(p + 8)), w));
 }
 
 uint64_t zbuf_ip__sum_mem_with(enum zbuf_ip__cksum_impl i, const void *p, size_t len,
@@ -299,31 +402,39 @@ uint64_t zbuf_ip__sum_mem_with(enum zbuf_ip__cksum_impl i, const void *p, size_t
     return sum + to_network(impls[i].fn(p, len));
 }
 
+uint64_t zbuf_ip__sum_short(const void *p, size_t len, uint64_t sum)
+{
+    return sum + to_network(sum_short(p, len));
+}
+
+/* The segments are walked with the public accessors (zbuf_iovec() into a
+ * small array was measured no cheaper, and zbuf_seg_first() is cheaper
+ * than zbuf_seg_find() for the usual whole-zbuf sum).  Each range's
+ * partial is rotated by a byte when it starts at an odd position of the
+ * summed range, and the whole is folded once, by the caller. */
 uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t len, uint64_t sum)
 {
+    if (len == 0)
+        return sum;
     size_t in = 0;
-    zbuf_seg_t *seg = zbuf_seg_find(z, off, &in);
+    zbuf_seg_t *seg = off == 0 ? zbuf_seg_first(z) : zbuf_seg_find(z, off, &in);
     size_t pos = 0; /* bytes summed so far: its parity says which half we are in */
+    uint64_t acc = 0;
     while (seg != NULL && len > 0) {
         const uint8_t *p = zbuf_seg_data(z, seg);
         size_t n = zbuf_seg_length(z, seg) - in;
         if (n > len)
             n = len;
         if (p != NULL) { /* file segments have no memory and are never sent here */
-            uint16_t f = fold16(to_network(sum_native(p + in, n)));
-            sum += (pos & 1) ? swap16(f) : f;
+            uint64_t s = sum_native(p + in, n);
+            acc = addc(acc, (pos & 1) ? rot8(s) : s);
         }
         pos += n;
         len -= n;
         in = 0;
         seg = zbuf_seg_next(z, seg);
     }
-    return sum;
-}
-
-uint16_t zbuf_ip__fold(uint64_t sum)
-{
-    return (uint16_t)~fold16(sum);
+    return sum + to_network(acc);
 }
 
 /* ------------------------------------------------------- SipHash-2-4 */

@@ -29,4 +29,9 @@ ZBUF_IP__HIDDEN void zbuf_ip__cksum_force(enum zbuf_ip__cksum_impl i);
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_mem_with(enum zbuf_ip__cksum_impl i, const void *p,
                                                size_t len, uint64_t sum);
 
+/* zbuf_ip__sum_mem() through the routine for runs of fewer than 64 bytes
+ * (len < 64), which zbuf_ip__sum_mem() and zbuf_ip__sum_zbuf() use inline
+ * for such runs whatever the implementation. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_short(const void *p, size_t len, uint64_t sum);
+
 #endif /* ZBUF_STACK_CKSUM_H */

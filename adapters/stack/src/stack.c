@@ -889,7 +889,7 @@ static int ip_send(zbuf_ip_netif_t *nif, const struct ip_dgram *d, zbuf_t *pkt, 
     put16(h + 10, 0);
     put32(h + 12, d->src);
     put32(h + 16, d->dst);
-    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_mem(h, IP_HLEN, 0)));
+    put16(h + 10, zbuf_ip__fold(zbuf_ip__sum_ip20(h, 0)));
     return eth_output(nif, pkt, mac, ETH_TYPE_IP);
 }
 
@@ -977,7 +977,7 @@ bool zbuf_ip__route_fill(zbuf_ip_stack_t *s, struct zbuf_ip__txroute *rt, uint32
     ip[9] = proto;
     put32(ip + 12, src ? src : nif->cfg.addr);
     put32(ip + 16, dst);
-    rt->hsum = zbuf_ip__sum_mem(ip, IP_HLEN, 0);
+    rt->hsum = zbuf_ip__sum_ip20(ip, 0);
     rt->nif = nif;
     rt->arp = e;
     rt->src = src;
@@ -1383,7 +1383,8 @@ static int ip_input(zbuf_ip_netif_t *nif, zbuf_t *z, bool l2_bcast)
         s->st.bad_ip++;
         goto drop_bad;
     }
-    if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
+    if (zbuf_ip__verify_rx(s) && zbuf_ip__fold(hlen == IP_HLEN ? zbuf_ip__sum_ip20(h, 0)
+                                                : zbuf_ip__sum_zbuf(z, 0, hlen, 0))) {
         s->st.bad_checksum++;
         zbuf_delete(z);
         s->st.rx_drops++;
@@ -1531,7 +1532,9 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
         zbuf_ip_netif_t *nif = &s->netifs[i];
         if (nif->in_use && nif->drv.poll) {
             nif->polling++;
+            s->rx_batch++;
             int r = nif->drv.poll(nif->ctx, ZBUF_IP_POLL_BUDGET);
+            s->rx_batch--;
             nif->polling--;
             if (r > 0)
                 n += r;
@@ -1542,6 +1545,7 @@ int zbuf_ip_poll(zbuf_ip_stack_t *s)
             }
         }
     }
+    zbuf_ip__tcp_acks_flush(s);
     /* The clock was read on entry; the driver polls above take microseconds,
      * not worth a second clock read on every poll. */
     n += arp_timers(s);

@@ -42,8 +42,20 @@ ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_zbuf(const zbuf_t *z, size_t off, size_t l
                                            uint64_t sum);
 /* Partial sum of a flat buffer (even start). */
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_mem(const void *p, size_t len, uint64_t sum);
-/* Fold and complement: the checksum field value (host order). */
-ZBUF_IP__HIDDEN uint16_t zbuf_ip__fold(uint64_t sum);
+/* zbuf_ip__sum_mem(hdr, 20, sum) in a few straight-line additions: an IPv4
+ * header without options. */
+ZBUF_IP__HIDDEN uint64_t zbuf_ip__sum_ip20(const void *hdr, uint64_t sum);
+/* Fold and complement: the checksum field value (host order).  Inline, no
+ * loop: two folds to 32 bits leave less than 2^32, two more to 16 bits
+ * less than 2^16; a non-zero sum stays non-zero. */
+static inline uint16_t zbuf_ip__fold(uint64_t sum)
+{
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
 /* Pseudo-header sum for TCP/UDP. */
 static inline uint64_t zbuf_ip__pseudo(uint32_t src, uint32_t dst, uint8_t proto, uint32_t len)
 {
@@ -171,6 +183,10 @@ struct zbuf_ip_stack {
     zbuf_pool_t *rx_ok_pool;
     size_t rx_ok_frames;
     bool rx_prune_pending;  /* prune when the outermost stack call returns */
+    /* Receive batches: driver polls in progress, and the connections whose
+     * ACK waits for the end of the batch (zbuf_ip__tcp_acks_flush()). */
+    int rx_batch;
+    struct zbuf_ip_tcp *acks_owed;
     struct zbuf_ip__teardown *teardowns; /* see zbuf_ip__teardown_add() */
     /* Bumped by every change that may change where a datagram goes or to
      * which MAC: an interface added or removed, an ARP entry made, changed
@@ -364,6 +380,8 @@ ZBUF_IP__HIDDEN void zbuf_ip__tcp_prune(zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_input(zbuf_ip_stack_t *s, zbuf_t *seg, uint32_t src,
                                         uint32_t dst);
 ZBUF_IP__HIDDEN int zbuf_ip__tcp_timers(zbuf_ip_stack_t *s);
+/* The end of a receive batch: send the ACKs that waited for it. */
+ZBUF_IP__HIDDEN void zbuf_ip__tcp_acks_flush(zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN uint64_t zbuf_ip__tcp_deadline(const zbuf_ip_stack_t *s);
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s);
 /* The application gave the connection up but keeps it sending (the socket

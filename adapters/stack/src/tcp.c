@@ -122,6 +122,7 @@ void zbuf_ip__tcp_free_all(zbuf_ip_stack_t *s)
         t->app_closed = true;
         zbuf_ip__tcp_kill(t);
     }
+    s->acks_owed = NULL; /* owed by the dead */
     zbuf_ip__tcp_reap(s);
 }
 

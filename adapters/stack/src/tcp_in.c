@@ -651,6 +651,39 @@ static enum rx_verdict rx_ack(zbuf_ip_tcp_t *t, const struct tcp_seg *sg)
     }
 }
 
+/* In-order data owes an ACK for every second segment (RFC 5681 4.2).
+ * Inside a receive batch it waits for the batch's end, up to
+ * ZBUF_IP_TCP_ACK_BATCH_SEGS segments: one ACK for what one poll brought,
+ * as Linux acknowledges a GRO packet.  Holes, duplicates, window updates
+ * and FINs are acknowledged at once as before. */
+static void ack_in_order(zbuf_ip_tcp_t *t)
+{
+    zbuf_ip_stack_t *s = t->stack;
+    if (s->rx_batch == 0 || t->segs_unacked >= ZBUF_IP_TCP_ACK_BATCH_SEGS) {
+        t->ack_now = true;
+    } else if (!t->ack_owed) {
+        t->ack_owed = true;
+        t->ack_next = s->acks_owed;
+        s->acks_owed = t;
+    }
+}
+
+void zbuf_ip__tcp_acks_flush(zbuf_ip_stack_t *s)
+{
+    while (s->acks_owed != NULL) {
+        zbuf_ip_tcp_t *t = s->acks_owed;
+        s->acks_owed = t->ack_next;
+        t->ack_next = NULL;
+        t->ack_owed = false;
+        /* Dead PCBs are freed only when the outermost call returns, after
+         * this; one whose data or ACK went out meanwhile owes nothing. */
+        if (!t->dead && t->segs_unacked > 0) {
+            t->ack_now = true;
+            zbuf_ip__tcp_output(t);
+        }
+    }
+}
+
 /* The payload, in a state that takes it: delivered if it is next (and
  * what it completes of the out-of-order queue with it), else queued out
  * of order.  No receive memory for it: it stays in rx->z, dropped like a
@@ -680,7 +713,7 @@ static void rx_payload(zbuf_ip_tcp_t *t, struct rx *rx)
             t->ack_now = true; /* filled a hole: tell the sender at once */
         }
         if (!t->dead && ++t->segs_unacked >= 2)
-            t->ack_now = true;
+            ack_in_order(t);
     } else {
         zbuf_ip__tcp_ooo_insert(t, rx->seq, rx->z, (rx->flags & TCP_FIN) != 0);
         rx->z = NULL;

@@ -196,7 +196,11 @@ struct zbuf_ip_tcp {
     struct {
         const struct zbuf_ip__tcp_cc *ops;
         uint32_t cwnd, ssthresh;
-        uint64_t priv[4];           /* the algorithm's own state (NewReno keeps none) */
+        /* Slow start after a timeout, until snd_una reaches rto_high:
+         * at most one segment per ACK (RFC 3465 2.3, L = 1 SMSS). */
+        bool after_rto;
+        uint32_t rto_high;
+        uint64_t priv[4];           /* the algorithm's own state */
     } cc;
 
     /* PRR (RFC 6937), valid while in_recovery. */
@@ -287,6 +291,8 @@ struct zbuf_ip_tcp {
     bool fin_rcvd;                  /* the peer's FIN was taken in order */
     bool ack_now;                   /* send an ACK at the end of this step */
     unsigned segs_unacked;          /* in-order segments since our last ACK */
+    bool ack_owed;                  /* on stack->acks_owed: ACK at the batch's end */
+    struct zbuf_ip_tcp *ack_next;   /* next on stack->acks_owed */
 
     /* Receive memory (tcp_ooo.c; <zbuf/ip_opts.h>, ZBUF_IP_TCP_RCV_MEM_MULT):
      * held_charge + ooo_charge is what the connection pins, against

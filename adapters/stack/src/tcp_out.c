@@ -158,7 +158,9 @@ int zbuf_ip__tcp_emit(zbuf_ip_tcp_t *t, uint32_t seq, uint8_t flags, size_t off,
     if (zbuf_ip__need_tx_csum(s, t->raddr))
         put16(h + TCP_CSUM_OFF,
               zbuf_ip__fold(zbuf_ip__sum_zbuf(
-                  z, l2len, tot, zbuf_ip__pseudo(t->laddr, t->raddr, IP_PROTO_TCP, tot))));
+                  z, l2len + hlen, len,
+                  zbuf_ip__sum_mem(h, hlen,
+                                   zbuf_ip__pseudo(t->laddr, t->raddr, IP_PROTO_TCP, tot)))));
     if (flags & TCP_ACK) {
         t->ack_now = false;
         t->segs_unacked = 0;

@@ -332,6 +332,7 @@ static void undo_cwnd(zbuf_ip_tcp_t *t)
         t->cc.ssthresh = t->undo.prior_ssthresh;
     if (t->undo.prior_cwnd > t->cc.cwnd)
         t->cc.cwnd = t->undo.prior_cwnd;
+    t->cc.after_rto = false;
 }
 
 /* A timeout was spurious: the originals were only delayed.  The response
@@ -685,6 +686,8 @@ void zbuf_ip__tcp_rto_recovery(zbuf_ip_tcp_t *t)
     t->undo.frto = t->nrexmit == 1 ? t->undo.frto : 0; /* F-RTO judges the first timeout only */
     t->cc.ssthresh = t->cc.ops->ssthresh(t);
     t->cc.cwnd = t->mss;
+    t->cc.after_rto = true;
+    t->cc.rto_high = t->snd_max;
     t->recover = t->snd_max;
     t->in_recovery = false;
     t->dupacks = 0;

@@ -114,6 +114,29 @@ static int cap_tx(void *ctx, zbuf_t *frame)
     return 0;
 }
 
+/* The capture driver's receive side: what zh_queue() queued, oldest first. */
+static int cap_poll(void *ctx, unsigned budget)
+{
+    zh_single_t *u = ctx;
+    int n = 0;
+    while (n < u->nrxq && (unsigned)n < budget) {
+        zbuf_ip_netif_input(u->nif, u->rxq[n]);
+        n++;
+    }
+    memmove(u->rxq, u->rxq + n, (size_t)(u->nrxq - n) * sizeof u->rxq[0]);
+    u->nrxq -= n;
+    return n;
+}
+
+void zh_queue(zh_single_t *u, const uint8_t *frame, size_t len)
+{
+    cr_assert_lt(u->nrxq, ZH_CAP_MAX);
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_copy(z, frame, len), 0);
+    u->rxq[u->nrxq++] = z;
+}
+
 void zh_single_init(zh_single_t *u, const zbuf_ip_config_t *base)
 {
     memset(u, 0, sizeof *u);
@@ -122,7 +145,7 @@ void zh_single_init(zh_single_t *u, const zbuf_ip_config_t *base)
     cr_assert_eq(zbuf_ip_stack_create(&c, &u->s), 0);
     zbuf_ip_netif_config_t nc = {.addr = ZH_A, .prefix_len = 24};
     memcpy(nc.mac, zh_mac_a, 6);
-    zbuf_ip_driver_t drv = {.transmit = cap_tx};
+    zbuf_ip_driver_t drv = {.transmit = cap_tx, .poll = cap_poll};
     cr_assert_eq(zbuf_ip_netif_add(u->s, &nc, &drv, u, &u->nif), 0);
 }
 
@@ -137,6 +160,9 @@ void zh_single_fini(zh_single_t *u)
 {
     zbuf_ip_stack_delete(u->s);
     zh_single_clear(u);
+    for (int i = 0; i < u->nrxq; i++)
+        zbuf_delete(u->rxq[i]);
+    u->nrxq = 0;
 }
 
 void zh_learn_peer(zh_single_t *u)
@@ -223,11 +249,11 @@ static void w32(uint8_t *p, uint32_t v)
 
 uint16_t zh_csum(const uint8_t *p, size_t len)
 {
-    uint32_t s = 0;
+    uint64_t s = 0; /* 64 bits: no length overflows it */
     for (size_t i = 0; i + 1 < len; i += 2)
-        s += (uint32_t)(p[i] << 8 | p[i + 1]);
+        s += (uint64_t)(p[i] << 8 | p[i + 1]);
     if (len & 1)
-        s += (uint32_t)p[len - 1] << 8;
+        s += (uint64_t)p[len - 1] << 8;
     while (s >> 16)
         s = (s & 0xffff) + (s >> 16);
     return (uint16_t)~s;

@@ -54,6 +54,8 @@ typedef struct zh_single {
     zbuf_ip_netif_t *nif;
     zbuf_t *tx[ZH_CAP_MAX]; /* frames the stack sent, oldest first */
     int ntx;
+    zbuf_t *rxq[ZH_CAP_MAX]; /* frames zh_queue() queued for the next poll */
+    int nrxq;
 } zh_single_t;
 
 /* Stack with address 192.0.2.1/24, MAC zh_mac_a. */
@@ -69,6 +71,10 @@ size_t zh_tx_bytes(zh_single_t *u, int i, uint8_t *buf, size_t cap);
 /* Feed raw frame bytes (copied into a fresh zbuf split into segments of
  * `chunk` bytes, 0 = one segment). */
 int zh_input(zh_single_t *u, const uint8_t *frame, size_t len, size_t chunk);
+
+/* Queue raw frame bytes for the driver's poll: the next zbuf_ip_poll()
+ * hands every queued frame to the stack in one receive batch. */
+void zh_queue(zh_single_t *u, const uint8_t *frame, size_t len);
 
 /* Feed raw frame bytes the way a driver loans its buffers: the bytes go
  * into one fresh malloc'd buffer (the "DMA", not a library copy) enrolled

@@ -17,6 +17,7 @@ typedef struct ep {
     int rx_calls;
     bool hold;          /* do not call recved: let the window close */
     bool close_on_eof;  /* close when the peer's FIN arrives */
+    int abort_at;       /* abort in the callback of this delivery (0: never) */
     zbuf_t *rx;         /* everything received, in order */
 } ep_t;
 
@@ -34,6 +35,12 @@ static void ep_recv(void *arg, zbuf_ip_tcp_t *pcb, zbuf_t *d)
     cr_assert_eq(zbuf_check(d), 0);
     e->rx_calls++;
     e->rx_bytes += zbuf_length(d);
+    if (e->abort_at == e->rx_calls) {
+        zbuf_delete(d);
+        zbuf_ip_tcp_abort(pcb);
+        e->pcb = NULL;
+        return;
+    }
     if (!e->hold)
         zbuf_ip_tcp_recved(pcb, zbuf_length(d));
     if (e->rx == NULL)

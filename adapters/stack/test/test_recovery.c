@@ -778,6 +778,23 @@ Test(recovery, frto_undoes_a_spurious_timeout_without_timestamps)
     peer_close(&p);
 }
 
+/* RFC 3465 byte counting: a stretch ACK (a receiver acknowledging a
+ * batch at once) grows cwnd in slow start by all it acknowledges. */
+Test(recovery, slow_start_counts_the_bytes_a_stretch_ack_acknowledges)
+{
+    peer_t p;
+    peer_open(&p);
+    first_flight(&p, 40, 10);
+    zbuf_ip_tcp_info_t in;
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.cwnd, 10 * SEG);
+    peer_ack(&p, 10 * SEG, NULL, 0);
+    zbuf_ip_tcp_info(p.e.pcb, &in);
+    cr_assert_eq(in.cwnd, 20 * SEG, "ten segments acknowledged by one ACK: ten more");
+    cr_assert_eq(p.u.ntx, 20, "the window doubled in one round trip");
+    peer_close(&p);
+}
+
 Test(recovery, eifel_keeps_a_timeout_that_repaired_a_loss)
 {
     peer_t p;

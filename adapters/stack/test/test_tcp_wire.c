@@ -446,6 +446,108 @@ Test(tcp_wire, three_duplicate_acks_trigger_fast_retransmit_and_newreno_partial_
     zh_single_fini(&u);
 }
 
+/* Queue `n` in-order segments of 100 bytes from stream offset `from` (0:
+ * the first byte after the handshake) for the next poll. */
+static void queue_data(zh_single_t *u, uint32_t iss, unsigned from, unsigned n)
+{
+    char data[101];
+    memset(data, 'x', 100);
+    data[100] = 0;
+    for (unsigned i = from; i < from + n; i++) {
+        uint8_t f[2048];
+        size_t len = zh_tcp_frame(f, 4000, 80, PEER_ISN + 1 + 100 * i, iss + 1, 0x18, 65535,
+                                  NULL, 0, (const uint8_t *)data, 100);
+        zh_queue(u, f, len);
+    }
+}
+
+Test(tcp_wire, a_receive_batch_is_acknowledged_once_at_its_end)
+{
+    zh_single_t u;
+    zh_single_init(&u, NULL);
+    ep_t e = {0};
+    zh_tcp_seg_t sa, r;
+    uint32_t iss = establish(&u, &e, NULL, 0, &sa);
+    queue_data(&u, iss, 0, 10);
+    zbuf_ip_poll(u.s);
+    cr_assert_eq(e.rx_bytes, 1000);
+    cr_assert_eq(u.ntx, 1, "one ACK for the batch, not one per second segment");
+    zh_tx_tcp(&u, 0, &r);
+    cr_assert_eq(r.ack, PEER_ISN + 1 + 1000);
+    zh_single_clear(&u);
+    /* An odd batch: its last segment is acknowledged with it, no delayed
+     * ACK is left behind. */
+    queue_data(&u, iss, 10, 3);
+    zbuf_ip_poll(u.s);
+    cr_assert_eq(u.ntx, 1);
+    zh_tx_tcp(&u, 0, &r);
+    cr_assert_eq(r.ack, PEER_ISN + 1 + 1300);
+    zh_single_clear(&u);
+    u.now += ZBUF_IP_TCP_DELACK_MS + 1;
+    zbuf_ip_poll(u.s);
+    cr_assert_eq(u.ntx, 0, "no delayed ACK left behind");
+    /* Outside a batch (frames handed over one by one), every second one. */
+    for (unsigned i = 13; i < 17; i++) {
+        queue_data(&u, iss, i, 1);
+        zbuf_ip_netif_input(u.nif, u.rxq[--u.nrxq]);
+    }
+    cr_assert_eq(u.ntx, 2);
+    zbuf_ip_tcp_abort(e.pcb);
+    zbuf_ip_tcp_close(e.listener);
+    zh_single_fini(&u);
+}
+
+Test(tcp_wire, a_hole_in_a_receive_batch_is_acknowledged_at_once)
+{
+    zh_single_t u;
+    zh_single_init(&u, NULL);
+    ep_t e = {0};
+    zh_tcp_seg_t sa, r;
+    uint32_t iss = establish(&u, &e, NULL, 0, &sa);
+    queue_data(&u, iss, 0, 2);
+    queue_data(&u, iss, 3, 2); /* segment 2 missing */
+    zbuf_ip_poll(u.s);
+    cr_assert_eq(e.rx_bytes, 200);
+    cr_assert_eq(u.ntx, 2, "a duplicate ACK for each segment above the hole, nothing more");
+    for (int i = 0; i < 2; i++) {
+        zh_tx_tcp(&u, i, &r);
+        cr_assert_eq(r.ack, PEER_ISN + 1 + 200, "ACK %d points at the hole", i);
+    }
+    zh_single_clear(&u);
+    /* The hole filled in the next batch: acknowledged at once, in full. */
+    queue_data(&u, iss, 2, 1);
+    zbuf_ip_poll(u.s);
+    cr_assert_eq(e.rx_bytes, 500);
+    cr_assert_eq(u.ntx, 1);
+    zh_tx_tcp(&u, 0, &r);
+    cr_assert_eq(r.ack, PEER_ISN + 1 + 500);
+    zbuf_ip_tcp_abort(e.pcb);
+    zbuf_ip_tcp_close(e.listener);
+    zh_single_fini(&u);
+}
+
+Test(tcp_wire, a_connection_aborted_in_its_receive_batch_owes_no_ack)
+{
+    zh_single_t u;
+    zh_single_init(&u, NULL);
+    ep_t e = {0};
+    zh_tcp_seg_t sa, r;
+    uint32_t iss = establish(&u, &e, NULL, 0, &sa);
+    e.abort_at = 3; /* after the second segment put it on the list */
+    queue_data(&u, iss, 0, 4);
+    zbuf_ip_poll(u.s);
+    cr_assert_null(e.pcb);
+    cr_assert_eq(e.rx_bytes, 300);
+    cr_assert_eq(u.ntx, 2, "the abort's reset, and one for the segment after it");
+    for (int i = 0; i < u.ntx; i++) {
+        zh_tx_tcp(&u, i, &r);
+        cr_assert(r.flags & 0x04, "frame %d: a reset, no ACK of the batch", i);
+    }
+    zh_single_clear(&u);
+    zbuf_ip_tcp_close(e.listener);
+    zh_single_fini(&u);
+}
+
 Test(tcp_wire, delayed_ack_waits_for_a_second_segment_or_the_timer)
 {
     zh_single_t u;

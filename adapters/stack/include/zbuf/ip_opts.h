@@ -434,6 +434,16 @@
 #define ZBUF_IP_TCP_DELACK_MS 40
 #endif
 
+/** In-order segments one ACK may cover when they arrive in one receive
+ *  batch (the frames a driver hands over in one zbuf_ip_poll()).  Within a
+ *  batch the ACK that every second segment would draw waits for the end of
+ *  the batch, and goes at once only when this many are unacknowledged:
+ *  like Linux, which acknowledges a GRO packet of up to 64 KiB as one
+ *  segment.  2 restores an ACK for every second segment. */
+#ifndef ZBUF_IP_TCP_ACK_BATCH_SEGS
+#define ZBUF_IP_TCP_ACK_BATCH_SEGS 64
+#endif
+
 /** TIME_WAIT duration (2 MSL), milliseconds.  Run-time:
  *  zbuf_ip_config_t::tcp_time_wait_ms. */
 #ifndef ZBUF_IP_TCP_TIME_WAIT_MS
@@ -571,6 +581,9 @@
 #endif
 #if ZBUF_IP_TCP_DELACK_MS < 1 || ZBUF_IP_TCP_DELACK_MS >= 500
 #error "ZBUF_IP_TCP_DELACK_MS must be 1..499 (RFC 9293)"
+#endif
+#if ZBUF_IP_TCP_ACK_BATCH_SEGS < 2
+#error "ZBUF_IP_TCP_ACK_BATCH_SEGS must be at least 2"
 #endif
 #if ZBUF_IP_TCP_BURST < 1 || ZBUF_IP_TCP_INIT_CWND < 1 || ZBUF_IP_TCP_OOO_SEGS < 0
 #error "burst and initial window must be at least 1"
