@@ -18,7 +18,8 @@
  * socket listens (for scripts).  The last
  * line is machine-readable:
  *   result mode=M size=N seconds=S bytes=B MBps=X cpu=C calls=K waits=W
- * where C is the process's user+system CPU seconds, K the receive calls
+ * where C is the user+system CPU seconds the process spent from the accepted
+ * connection on (not its start-up), K the receive calls
  * that returned data and W the times the process blocked (voluntary
  * context switches).
  */
@@ -97,6 +98,7 @@ int main(int argc, char **argv)
     }
 
     double t0 = 0, tick = 0, last = 0; /* from the first byte on */
+    double c0 = bench_cpu_s();            /* CPU from the connection on, not start-up's */
     uint64_t total = 0, since = 0;
     unsigned n = 0;
     for (;;) {
@@ -147,7 +149,7 @@ int main(int argc, char **argv)
     printf("result mode=%s size=%zu seconds=%.3f bytes=%llu MBps=%.1f cpu=%.3f calls=%u "
            "waits=%ld\n",
            args.mode, args.size, t, (unsigned long long)total, (double)total / t / 1e6,
-           bench_cpu_s(), n, bench_waits());
+           bench_cpu_s() - c0, n, bench_waits());
     zbuf_delete(z);
     zbuf_pool_delete(pool);
     free(buf);
