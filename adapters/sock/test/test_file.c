@@ -128,7 +128,7 @@ Test(file, a_handle_forced_to_sendfile_reports_file_bytes_uncopied)
     zbuf_sock_get_stats(s, &st);
     cr_assert_eq(st.file_bytes, (1 << 20) - 100);
     cr_assert_eq(st.bytes, 1 << 20);
-    cr_assert(file_events_zc >= 1);
+    cr_assert_geq(file_events_zc, 4, "a 1 MiB file segment goes in calls of at most 256 KiB");
     cr_assert_eq(file_events % 2, 0, "events come in pairs");
     cr_assert_eq(zbuf_sock_close(s, 1000), 0);
     st_reader_join(&r);

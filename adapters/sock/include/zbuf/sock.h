@@ -43,12 +43,13 @@
  *
  * A segment of a buffer made by zbuf_buf_wrap_file() is sent without a
  * read(), the memory segments around it with `sendmsg()`, in order.  The
- * file segment goes out with `sendfile()`: the kernel references the page
- * cache, and no byte is copied on the way to a network device (a peer on
- * this host gets the one copy every loopback delivery makes).  Measured on
- * loopback at receive sizes of 16 KiB to 1 MiB, this costs less CPU on both
- * ends than writing from a mapping of the file, so it is used for every
- * peer (docs/benchmarks.md, "File to socket").  #ZBUF_SOCK_FILE_MMAP asks
+ * file segment goes out with `sendfile()`, 256 KiB per call: the kernel
+ * references the page cache, and no byte is copied on the way to a network
+ * device (a peer on this host gets the one copy every loopback delivery
+ * makes).  Measured on loopback at receive sizes of 16 KiB to 1 MiB, this
+ * costs less CPU on both ends than writing from a mapping of the file, so
+ * it is used for every peer (docs/benchmarks.md, "File to socket").
+ * #ZBUF_SOCK_FILE_MMAP asks
  * for the mapped write instead (8 MiB windows, mapped with MAP_POPULATE);
  * #ZBUF_SOCK_FILE_SENDFILE, the default, is kept for programs that name it.  The
  * file buffer is released as soon as its bytes were accepted (closing the
