@@ -254,7 +254,8 @@ static inline bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txro
     if ((rt->gen != s->tx_gen || rt->src != src || rt->dst != dst || rt->proto != proto) &&
         !zbuf_ip__route_fill(s, rt, src, dst, proto))
         return false;
-    return len + IP_HLEN <= rt->nif->cfg.mtu; /* else fragments (the MTU is below IP_MAX_DATAGRAM) */
+    /* Else fragments (the MTU is below IP_MAX_DATAGRAM). */
+    return len + IP_HLEN <= rt->nif->cfg.mtu;
 }
 /* Write the Ethernet and IP headers of `rt` at `h`, the first
  * ZBUF_IP__L2_HLEN bytes of `pkt`, for `len` bytes behind them, and hand

@@ -6,7 +6,8 @@
  * segment carries, and its Ethernet and IP headers too when the
  * connection's cached route is ready, see stack.c) in front of
  * zbuf_dup(sndq, off, len): the payload is shared with the send queue,
- * never copied, and the driver gets its own zbuf.  zbuf_ip__tcp_output() decides what may leave now: an ACK owing
+ * never copied, and the driver gets its own zbuf.
+ * zbuf_ip__tcp_output() decides what may leave now: an ACK owing
  * SACK blocks first, then segments deemed lost (oldest first) and new data
  * as far as the pipe (RFC 6675) stays below cwnd and the peer's window
  * allows, holding back small segments (Nagle, sender silly-window

@@ -43,8 +43,8 @@
  * for peers without SACK, RFC 6298 RTO with Karn's rule and backoff,
  * RFC 5681 congestion control with byte counting (RFC 3465), Nagle
  * (zbuf_ip_tcp_set_nodelay()), delayed ACK (one ACK per receive batch of
- * in-order segments, #ZBUF_IP_TCP_ACK_BATCH_SEGS), zero-window probing, keyed-hash initial sequence numbers (RFC 6528,
- * SipHash-2-4).
+ * in-order segments, #ZBUF_IP_TCP_ACK_BATCH_SEGS), zero-window probing,
+ * keyed-hash initial sequence numbers (RFC 6528, SipHash-2-4).
  *
  * **Time.** Every timer is a deadline in milliseconds of the stack's clock
  * (zbuf_ip_config_t::clock).  Call zbuf_ip_poll() when a driver's descriptor
