@@ -11,9 +11,9 @@
  * an ACK per segment.  Unlike RFC 3465's L limit, and like Linux, one ACK
  * may grow cwnd by more than two segments, except in the slow start after a
  * timeout while the flight it gave up on is acknowledged (one segment per
- * ACK there, RFC 3465 2.3).  What happens inside fast
- * recovery (PRR) and after a timeout is the core's (tcp_recovery.c), the
- * same for every algorithm.
+ * ACK there, RFC 3465 2.3).  What happens inside fast recovery (PRR) and
+ * after a timeout is the core's (tcp_recovery.c), the same for every
+ * algorithm.
  */
 #include "tcp_internal.h"
 
@@ -36,7 +36,7 @@ static uint32_t reno_ssthresh(zbuf_ip_tcp_t *t)
 
 static void reno_on_ack(zbuf_ip_tcp_t *t, uint32_t acked, bool losses)
 {
-    if (t->cc.after_rto && !SEQ_LT(t->snd_una, t->cc.rto_high))
+    if (t->cc.after_rto && !SEQ_LT(t->snd_una, t->recover))
         t->cc.after_rto = false;
     if (t->cc.cwnd < t->cc.ssthresh) {
         uint32_t grow = umin32(acked, t->cc.ssthresh - t->cc.cwnd); /* slow start */

@@ -196,10 +196,10 @@ struct zbuf_ip_tcp {
     struct {
         const struct zbuf_ip__tcp_cc *ops;
         uint32_t cwnd, ssthresh;
-        /* Slow start after a timeout, until snd_una reaches rto_high:
-         * at most one segment per ACK (RFC 3465 2.3, L = 1 SMSS). */
+        /* Slow start after a timeout, until snd_una passes `recover`
+         * (snd_max at the timeout): at most one segment per ACK (RFC 3465
+         * 2.3, L = 1 SMSS). */
         bool after_rto;
-        uint32_t rto_high;
         uint64_t priv[4];           /* the algorithm's own state */
     } cc;
 

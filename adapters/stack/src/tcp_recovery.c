@@ -687,7 +687,6 @@ void zbuf_ip__tcp_rto_recovery(zbuf_ip_tcp_t *t)
     t->cc.ssthresh = t->cc.ops->ssthresh(t);
     t->cc.cwnd = t->mss;
     t->cc.after_rto = true;
-    t->cc.rto_high = t->snd_max;
     t->recover = t->snd_max;
     t->in_recovery = false;
     t->dupacks = 0;
