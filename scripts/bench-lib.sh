@@ -50,9 +50,12 @@ bench_load() {
   cut -d' ' -f1-3 /proc/loadavg
 }
 
-# bench_machine: CPUs, load average and kernel, for the head of a table.
+# bench_machine: CPUs, load average, kernel and the system's TCP congestion
+# control (BBR paces loopback senders: it decides some results), for the
+# head of a table.
 bench_machine() {
-  echo "$(nproc) CPUs, load average $(bench_load), $(uname -r)"
+  echo "$(nproc) CPUs, load average $(bench_load), $(uname -r)," \
+    "TCP $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo ?)"
 }
 
 # bench_cpu N: the command prefix that runs a program on CPU N ("taskset -c

@@ -12,8 +12,10 @@
 # Environment: RUNS (repetitions, default 5), DUR (seconds per stream run,
 # default 2), FILE_MB (file sizes, default "7 21 63 98 200 350 700 1024"),
 # FILE_RUNS (default 5), FILE_RECV (the receiver's read sizes in the file
-# table, default "16384 65536 1048576"), FILE_DIR (default
-# build/bench/files), PLOT (0: no PNG),
+# table, default "16384 65536 1048576"), FILE_CC (the TCP congestion
+# controls the file table is run with, set on both sockets; default
+# "cubic bbr": BBR paces a sendfile() sender on loopback), FILE_DIR
+# (default build/bench/files), PLOT (0: no PNG),
 # CONFIGS (message:sockbuf pairs of the stream table), ONLY (stream, gather
 # or file: run just that part), RT (1: both ends of every transfer run with
 # real-time priority, chrt -f 50, so that on a shared machine other work
@@ -33,6 +35,7 @@ DUR=${DUR:-2}
 FILE_MB=${FILE_MB:-"7 21 63 98 200 350 700 1024"}
 FILE_RUNS=${FILE_RUNS:-5}
 FILE_RECV=${FILE_RECV:-"16384 65536 1048576"}
+FILE_CC=${FILE_CC:-"cubic bbr"}
 FILE_DIR=${FILE_DIR:-$root/build/bench/files}
 PLOT=${PLOT:-1}
 if [ "${1:-}" = quick ]; then
@@ -40,11 +43,12 @@ if [ "${1:-}" = quick ]; then
 fi
 
 bench_build zbuf_blaster zbuf_blastee sock_overhead
+echo "==> machine: $(bench_machine)" >&2
 bin=$root/build/bench/adapters/sock/examples
 out=$root/build/bench/sock
 mkdir -p "$out" "$FILE_DIR"
 csv=$out/results.csv
-echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds,peer_cpu" >"$csv"
+echo "kind,size,sockbuf,mode,run,MBps,cpu,bytes,seconds,peer_cpu,cc" >"$csv"
 
 snd="$(bench_rt) $(bench_cpu 0)" rcv="$(bench_rt) $(bench_cpu 1)"
 if [ "${RT:-0}" = 1 ]; then
@@ -79,7 +83,7 @@ pair() {
   cpu=$(echo "$line" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
   bytes=$(echo "$line" | sed -n 's/.*bytes=\([0-9]*\).*/\1/p')
   secs=$(echo "$line" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
-  echo "$kind,$size,$sb,$mode,$run,$mbps,$cpu,$bytes,$secs," >>"$csv"
+  echo "$kind,$size,$sb,$mode,$run,$mbps,$cpu,$bytes,$secs,," >>"$csv"
   printf '  %-7s %8s/%-8s %-10s run %d: %8s MB/s\n' "$kind" "$size" "$sb" "$mode" "$run" "$mbps" >&2
 }
 
@@ -104,29 +108,45 @@ want gather && for size in 16384 65536 262144; do
   done
 done
 
-# File to socket: for each file size and each read size of the receiver
-# (which decides how the kernel's loopback delivery and the sender's
-# sendfile() interleave), every mode once per run, in turn.  Recorded: the
-# sender's elapsed time, and the CPU time of both processes.
+# File to socket: for each file size, congestion control and read size of
+# the receiver (which decides how the kernel's loopback delivery and the
+# sender's sendfile() interleave), every mode once per run, in turn.
+# Recorded: the sender's elapsed time, and the CPU time of both processes.
+# Three things that are not the modes' doing are held equal:
+# - the congestion control (-C on both sockets; FILE_CC): BBR paces the
+#   sender, and on loopback a sendfile() sender runs into that pacing where
+#   read+send does not;
+# - the TCP metrics the kernel keeps for 127.0.0.1 (cached ssthresh and
+#   RTT from the previous connection): forgotten before each transfer when
+#   we may (root);
+# - how the file sits in the page cache: written once, evicted, read back
+#   by readahead (the layout a file read from disk has; writing leaves
+#   4 KiB pages, readahead large folios up to 2 MiB).
 want file && echo "==> file to socket: read+send vs zbuf file segments" >&2
+forget_metrics() { ip tcp_metrics delete 127.0.0.1 >/dev/null 2>&1 || true; }
 want file && for mb in $FILE_MB; do
   f=$FILE_DIR/file-${mb}M
   if [ ! -f "$f" ] || [ "$(stat -c %s "$f")" -ne $((mb * 1048576)) ]; then
     head -c $((mb * 1048576)) /dev/urandom >"$f"
   fi
-  cat "$f" >/dev/null # warm the page cache, as a repeated transfer would find it
+  sync "$f"
+  dd if="$f" iflag=nocache count=0 status=none # drop its pages
+  cat "$f" >/dev/null # read back, as a repeated transfer would find it
   for run in $(seq 1 "$FILE_RUNS"); do
-    for rs in $FILE_RECV; do
-      for m in readsend zfile zfile-mmap; do
-        start_blastee -m discard -s "$rs"
-        res=$($snd "$bin/zbuf_blaster" -q -f "$f" -m "$m" 127.0.0.1 "$port")
-        wait "$pid"
-        secs=$(echo "$res" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
-        cpu=$(echo "$res" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
-        pcpu=$(sed -n 's/.*cpu=\([0-9.]*\).*/\1/p' "$out/ee.txt")
-        echo "file,$mb,$rs,$m,$run,0,$cpu,$((mb * 1048576)),$secs,$pcpu" >>"$csv"
-        printf '  file %5s MB, reads of %7s: %-10s run %d: %8.1f ms\n' "$mb" "$rs" "$m" "$run" \
-          "$(awk -v s="$secs" 'BEGIN{print s*1000}')" >&2
+    for cc in $FILE_CC; do
+      for rs in $FILE_RECV; do
+        for m in readsend zfile zfile-mmap; do
+          forget_metrics
+          start_blastee -m discard -s "$rs" -C "$cc"
+          res=$($snd "$bin/zbuf_blaster" -q -f "$f" -m "$m" -C "$cc" 127.0.0.1 "$port")
+          wait "$pid"
+          secs=$(echo "$res" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+          cpu=$(echo "$res" | sed -n 's/.*cpu=\([0-9.]*\).*/\1/p')
+          pcpu=$(sed -n 's/.*cpu=\([0-9.]*\).*/\1/p' "$out/ee.txt")
+          echo "file,$mb,$rs,$m,$run,0,$cpu,$((mb * 1048576)),$secs,$pcpu,$cc" >>"$csv"
+          printf '  file %5s MB, %-5s reads of %7s: %-10s run %d: %8.1f ms\n' "$mb" "$cc" "$rs" \
+            "$m" "$run" "$(awk -v s="$secs" 'BEGIN{print s*1000}')" >&2
+        done
       done
     done
   done

@@ -9,7 +9,9 @@
 # Environment: RUNS (repetitions, default 5), DUR (seconds per run, default
 # 1), SIZES (TCP message sizes of the send table), UDP_SIZES, TCP_BUFS
 # (receive tables), ONLY (send, recv or calib: just that part), SEND_MODES
-# (the send modes to run, e.g. "copy sock"; default all of them).
+# (the send modes to run, e.g. "copy sock"; default all of them), TCP_CC
+# (the congestion control of every TCP socket, default cubic: BBR's pacing
+# slows a fast loopback sender, and the faster the mode the more).
 #
 # Method.  The side under test runs on CPU 0, its peer on CPU 1 (taskset).
 # Send side: every sender mode against the cheapest receiver (recv() with
@@ -31,6 +33,7 @@ SIZES=${SIZES:-"64 256 1024 4096 16384 65536 262144 1048576"}
 UDP_SIZES=${UDP_SIZES:-"64 256 1024 4096 16384 60000"}
 TCP_BUFS=${TCP_BUFS:-"4096 16384 65536"}
 ONLY=${ONLY:-all}
+TCP_CC=${TCP_CC:-cubic}
 if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
 fi
@@ -50,7 +53,7 @@ if ! probe=$("$bin" probe); then
 else
   uring_ok=1
 fi
-echo "==> machine: $(bench_machine); $probe" >&2
+echo "==> machine: $(bench_machine); benchmark TCP sockets: $TCP_CC; $probe" >&2
 echo "machine cpus=$(nproc) load=$(cut -d' ' -f1 /proc/loadavg) kernel=$(uname -r)" >>"$res"
 
 me=$(bench_cpu 0) peer=$(bench_cpu 1)
@@ -59,7 +62,7 @@ want() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
 # Start a listening peer (its arguments in "$@"); sets $port and $pid.
 start_peer() {
   rm -f "$out/port"
-  $peer "$bin" "$@" -p "$out/port" 0 >"$out/peer.txt" &
+  $peer "$bin" "$@" -C "$TCP_CC" -p "$out/port" 0 >"$out/peer.txt" &
   pid=$!
   port=$(bench_port "$out/port")
 }
@@ -83,7 +86,8 @@ want send && for run in $(seq 1 "$RUNS"); do
     # shellcheck disable=SC2086
     for m in $(rotate "$run" $SEND_MODES); do
       start_peer sink
-      line=$($me "$bin" send -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" | grep '^result') || true
+      line=$($me "$bin" send -C "$TCP_CC" -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" |
+        grep '^result') || true
       wait "$pid" || true
       # The receiver's CPU too: on loopback, whose context runs the
       # kernel's transmit work for queued data depends on timing.
@@ -101,12 +105,12 @@ recv_modes="epoll"
 recv_pair() {
   local kind=$1 run=$2 m=$3 size=$4; shift 4
   rm -f "$out/port"
-  $me "$bin" recv "$@" -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
+  $me "$bin" recv "$@" -C "$TCP_CC" -m "$m" -s "$size" -t "$DUR" -p "$out/port" 0 >"$out/me.txt" &
   pid=$!
   local port bsize=$size
   port=$(bench_port "$out/port")
   [ "$kind" = tcp ] && bsize=65536
-  $peer "$bin" blast "$@" -s "$bsize" -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" \
+  $peer "$bin" blast "$@" -C "$TCP_CC" -s "$bsize" -t "$(awk -v d="$DUR" 'BEGIN { print d + 1 }')" \
     127.0.0.1 "$port" >/dev/null &
   local bpid=$!
   wait "$pid" || true

@@ -501,14 +501,15 @@ uint64_t zbuf__sock_test_fake_send(struct zbuf_sock *s, zbuf_t *z)
 }
 
 /*
- * Bytes of a file segment per sendfile() call.  One call for a whole large
- * segment measured slower and far more variable than calls of 256 KiB
- * (63 MB to a discarding receiver over loopback, 12 interleaved runs:
- * whole file 20 to 45 ms, median 25; 256 KiB calls 15 to 20 ms, median
- * 19; 64 KiB calls median 22; read+send median 30), for 4 system calls
- * per MiB.
+ * Bytes of a file segment per sendfile() call, so that one blocking call
+ * stays bounded.  Larger calls cost less: 63 and 200 MB to a discarding
+ * receiver over loopback with CUBIC (7 interleaved runs each, sender's CPU
+ * against read+send): calls of 256 KiB 1.75x to 1.94x, 1 MiB 1.91x to
+ * 2.21x, 4 MiB 2.00x to 2.36x.  Under BBR, which paces a sendfile() sender
+ * on loopback, every size measured slower than read+send and within the
+ * noise of each other (docs/benchmarks.md, "File to socket").
  */
-#define ZS_SENDFILE_CHUNK (256u << 10)
+#define ZS_SENDFILE_CHUNK (4u << 20)
 
 /* sendfile() of (part of) the file segment at the front of z: at most
  * ZS_SENDFILE_CHUNK bytes, the caller goes on with the rest. */

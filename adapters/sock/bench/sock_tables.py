@@ -18,7 +18,10 @@ out = sys.argv[2]
 
 def key(r):
     """A row of a table: the message size, and the socket buffer if not 0
-    (file rows: the file size and the receiver's read size)."""
+    (file rows: the file size, the receiver's read size and the congestion
+    control)."""
+    if r['kind'] == 'file':
+        return r['size'] + ':' + r['sockbuf'] + ':' + (r.get('cc') or 'system')
     return r['size'] if r['sockbuf'] in ('0', '') or r['kind'] == 'gather' \
         else r['size'] + ':' + r['sockbuf']
 
@@ -140,28 +143,35 @@ if sizes('gather'):
                  f"{ratio('gather', s, 'gather4', 'memcpy4'):.2f}x |")
 if sizes('file'):
     table("\n### File to socket (receiver discards): ms, medians\n\n"
-          "Elapsed time of the sender (median); speed-up: read+send time over the "
-          "zbuf time, median (and range) of the per-run ratios; CPU: user+system "
-          "ms of sender + receiver (median).\n",
-          ["file", "receiver reads", "read + send", "zbuf (default: sendfile)", "zbuf, mapped",
-           "speed-up default", "speed-up mapped", "CPU read+send", "CPU default", "CPU mapped"])
+          "Elapsed time of the sender (median); speed-up: read+send over the zbuf "
+          "mode, median (and range) of the per-run ratios, of the elapsed time and "
+          "of the sender's CPU time (the sender is the bottleneck: on loopback it "
+          "also runs the receiving side's protocol work); CPU: user+system ms of "
+          "sender + receiver (median).\n",
+          ["file", "TCP", "receiver reads", "read + send", "zbuf (default: sendfile)",
+           "zbuf, mapped", "speed-up default", "speed-up default, sender CPU",
+           "speed-up mapped", "CPU read+send", "CPU default", "CPU mapped"])
 
     def both_cpu(k, m):
         v = [float(r['cpu']) + float(r['peer_cpu'] or 'nan') for r in rows
              if r['kind'] == 'file' and key(r) == k and r['mode'] == m]
         return statistics.median(v) * 1000 if v else float('nan')
 
-    def span(k, m):
-        q = ratios('file', k, m, 'readsend', 'seconds', invert=True)
+    def span(k, m, field='seconds'):
+        q = ratios('file', k, m, 'readsend', field, invert=True)
         if not q:
             return "n/a"
         return f"{statistics.median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})"
 
-    for k in sorted(sizes('file'), key=lambda x: (int(x.split(':')[0]), int(x.split(':')[1]))):
-        mb, rs = k.split(':')
+    def order(x):
+        mb, rs, cc = x.split(':')
+        return (int(mb), cc, int(rs))
+
+    for k in sorted(sizes('file'), key=order):
+        mb, rs, cc = k.split(':')
         a, b, c = (med('file', k, m, 'seconds') * 1000 for m in ('readsend', 'zfile', 'zfile-mmap'))
-        L.append(f"| {mb} MB | {human(int(rs))} | {a:.1f} | {b:.1f} | {c:.1f} | "
-                 f"{span(k, 'zfile')} | {span(k, 'zfile-mmap')} | "
+        L.append(f"| {mb} MB | {cc} | {human(int(rs))} | {a:.1f} | {b:.1f} | {c:.1f} | "
+                 f"{span(k, 'zfile')} | {span(k, 'zfile', 'cpu')} | {span(k, 'zfile-mmap')} | "
                  f"{both_cpu(k, 'readsend'):.0f} | {both_cpu(k, 'zfile'):.0f} | "
                  f"{both_cpu(k, 'zfile-mmap'):.0f} |")
 text = "\n".join(L) + "\n"

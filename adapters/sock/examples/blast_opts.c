@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 #include "blast_opts.h"
 
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
                 void (*usage)(void))
 {
-    char spec[] = "s:b:t:i:m:q?:";
+    char spec[] = "s:b:t:i:m:C:q?:";
     spec[sizeof spec - 3] = path_opt;
     int opt;
     while ((opt = getopt(argc, argv, spec)) != -1) {
@@ -17,6 +23,7 @@ int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
         case 't': o->seconds = atof(optarg); break;
         case 'i': o->interval = atof(optarg); break;
         case 'm': o->mode = optarg; break;
+        case 'C': o->cc = optarg; break;
         case 'q': o->quiet = true; break;
         default:
             if (opt != path_opt)
@@ -25,4 +32,13 @@ int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
         }
     }
     return optind;
+}
+
+void blast_set_cc(int fd, const struct blast_opts *o)
+{
+    if (o->cc != NULL &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->cc, (socklen_t)strlen(o->cc)) != 0) {
+        fprintf(stderr, "TCP congestion control %s: %s\n", o->cc, strerror(errno));
+        exit(1);
+    }
 }

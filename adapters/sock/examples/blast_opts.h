@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The options zbuf_blaster and zbuf_blastee share, parsed one way:
- *   -s size  -b sockbuf  -t seconds  -i interval  -m mode  -q
+ *   -s size  -b sockbuf  -t seconds  -i interval  -m mode  -C cc  -q
  * and the one that names a file: the blastee's -p portfile, the blaster's
  * -f file.
  */
@@ -17,6 +17,7 @@ struct blast_opts {
     double seconds;     /* -t: how long to run (0: no limit) */
     double interval;    /* -i: seconds between progress lines */
     const char *mode;   /* -m */
+    const char *cc;     /* -C: TCP congestion control of the socket (NULL: the system's) */
     const char *path;   /* the option named path_opt */
     bool quiet;         /* -q: no progress lines, only the result line */
 };
@@ -26,5 +27,11 @@ struct blast_opts {
  * usage(), which does not return.  Returns the index of the first operand. */
 int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
                 void (*usage)(void));
+
+/* Give the TCP socket fd the congestion control o->cc (nothing if NULL).  A
+ * name the kernel does not allow exits the program with its error.  The
+ * benchmarks pin it: the sender's pacing decides how loopback results turn
+ * out (docs/benchmarks.md, "File to socket"). */
+void blast_set_cc(int fd, const struct blast_opts *o);
 
 #endif

@@ -5,7 +5,7 @@
  * modern API.  Also the receiver of the benchmarks (scripts/bench-sock.sh).
  *
  *   zbuf_blastee [-s size] [-b sockbuf] [-t seconds] [-i interval]
- *                [-m copy|zbuf|discard] [-p portfile] [-q] port
+ *                [-m copy|zbuf|discard] [-p portfile] [-C cc] [-q] port
  *
  * Modes:
  *   copy     read() into one application buffer (the BSD-socket baseline)
@@ -43,7 +43,7 @@
 _Noreturn static void usage(void)
 {
     fprintf(stderr, "usage: zbuf_blastee [-s size] [-b sockbuf] [-t seconds] [-i interval]\n"
-                    "                    [-m copy|zbuf|discard] [-p portfile] [-q] port\n");
+                    "                    [-m copy|zbuf|discard] [-p portfile] [-C cc] [-q] port\n");
     exit(2);
 }
 
@@ -73,6 +73,7 @@ int main(int argc, char **argv)
     if (args.sockbuf > 0 &&
         setsockopt(l, SOL_SOCKET, SO_RCVBUF, &args.sockbuf, sizeof args.sockbuf) != 0)
         bench_die("SO_RCVBUF", errno);
+    blast_set_cc(l, &args); /* inherited by the accepted socket */
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[first])),
                               .sin_addr.s_addr = htonl(INADDR_ANY) };
     if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 1) != 0)

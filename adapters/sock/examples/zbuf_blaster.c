@@ -5,7 +5,7 @@
  * modern API.  Also the sender of the benchmarks (scripts/bench-sock.sh).
  *
  *   zbuf_blaster [-s size] [-b sockbuf] [-t seconds] [-i interval]
- *                [-m mode] [-f file] [-q] host port
+ *                [-m mode] [-f file] [-C cc] [-q] host port
  *
  * Modes:
  *   copy      write() of one application buffer (the BSD-socket baseline)
@@ -22,6 +22,9 @@
  *             write()
  *   file      the message is a file range (a memfd): zbuf file segment,
  *             sent by sendfile() (the cheapest sender, for receive tests)
+ * -C names the TCP congestion control of the socket (default: the system's,
+ * net.ipv4.tcp_congestion_control): on loopback, BBR's pacing decides how
+ * fast a sendfile() sender may go, so the benchmarks pin it.
  * With -f FILE the whole file is sent once instead, the program waits
  * until the peer has closed, and prints the elapsed time.  Modes:
  *   readsend       read() + write() through a 64 KiB buffer (the baseline)
@@ -61,12 +64,13 @@ _Noreturn static void usage(void)
 {
     fprintf(stderr, "usage: zbuf_blaster [-s size] [-b sockbuf] [-t seconds] [-i interval]\n"
                     "                    [-m copy|zbuf|zerocopy|zc-always|gather4|memcpy4|file]\n"
-                    "                    [-f file -m readsend|zfile|zfile-sendfile|zfile-mmap] [-q]\n"
+                    "                    [-f file -m readsend|zfile|zfile-sendfile|zfile-mmap]\n"
+                    "                    [-C congestion-control] [-q]\n"
                     "                    host port\n");
     exit(2);
 }
 
-static int connect_to(const char *host, const char *port, int sockbuf)
+static int connect_to(const char *host, const char *port, const struct blast_opts *o)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
     int e = getaddrinfo(host, port, &hints, &ai);
@@ -77,8 +81,10 @@ static int connect_to(const char *host, const char *port, int sockbuf)
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         bench_die("socket", errno);
-    if (sockbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf) != 0)
+    if (o->sockbuf > 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sockbuf, sizeof o->sockbuf) != 0)
         bench_die("SO_SNDBUF", errno);
+    blast_set_cc(fd, o);
     int tries = 0;
     while (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         if (errno != ECONNREFUSED || ++tries > 200)
@@ -176,7 +182,7 @@ int main(int argc, char **argv)
     if (argc - first != 2 || args.size < 4)
         usage();
     signal(SIGPIPE, SIG_IGN);
-    int fd = connect_to(argv[first], argv[first + 1], args.sockbuf);
+    int fd = connect_to(argv[first], argv[first + 1], &args);
 
     if (args.path != NULL) {
         uint64_t bytes;

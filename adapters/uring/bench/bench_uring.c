@@ -41,6 +41,8 @@
  *       cache like fresh data, instead of one master sent over and over.
  *   -z bytes (send, dsend): the sockets' zc_min (the calibration lowers it
  *       to see zero copy at every size).
+ *   -C name (every role): the congestion control of the TCP sockets
+ *       (default: the system's).
  *   bench_uring memcpy -s size
  *       Nanoseconds per byte of memcpy() at that size (cache-cold source),
  *       the copy a zero-copy send saves.
@@ -89,7 +91,8 @@ _Noreturn static void usage(void)
             "       bench_uring blast -s size -t seconds [-u] host port\n"
             "       bench_uring dsend -m MODE -s size -t seconds host port\n"
             "       bench_uring memcpy -s size\n"
-            "       bench_uring probe\n");
+            "       bench_uring probe\n"
+            "       (every role: [-C congestion-control] for its TCP sockets)\n");
     exit(2);
 }
 
@@ -102,6 +105,7 @@ static struct {
     bool udp;
     bool cold;
     size_t zc_min;               /* -z: the sockets' zc_min (0: the default) */
+    const char *cc;              /* -C: TCP congestion control (NULL: the system's) */
 } opt = { .mode = "uring", .size = 65536, .seconds = 2 };
 
 static void bufsize(int fd, int which, int n)
@@ -117,9 +121,21 @@ static void bufsize(int fd, int which, int n)
 }
 
 
-static int bound(int type, int port)
+/* -C: the congestion control of a TCP socket (a listener's is inherited by
+ * the connections it accepts).  BBR paces the sender, which on loopback
+ * decides how fast a fast sender may go: the script pins it. */
+static int tcp_socket(int type)
 {
     int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && type == SOCK_STREAM && opt.cc != NULL &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, opt.cc, (socklen_t)strlen(opt.cc)) != 0)
+        bench_die(opt.cc, errno);
+    return fd;
+}
+
+static int bound(int type, int port)
+{
+    int fd = tcp_socket(type);
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -131,7 +147,7 @@ static int bound(int type, int port)
 
 static int connected(int type, const char *host, int port)
 {
-    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    int fd = tcp_socket(type);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         bench_die(host, EINVAL);
@@ -559,7 +575,7 @@ int main(int argc, char **argv)
     const char *role = argv[1];
     int o;
     optind = 2;
-    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:")) != -1) {
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:")) != -1) {
         switch (o) {
         case 'm': opt.mode = optarg; break;
         case 's': opt.size = strtoul(optarg, NULL, 0); break;
@@ -569,6 +585,7 @@ int main(int argc, char **argv)
         case 'u': opt.udp = true; break;
         case 'c': opt.cold = true; break;
         case 'z': opt.zc_min = strtoul(optarg, NULL, 0); break;
+        case 'C': opt.cc = optarg; break;
         default: usage();
         }
     }

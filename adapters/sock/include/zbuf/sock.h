@@ -43,12 +43,17 @@
  *
  * A segment of a buffer made by zbuf_buf_wrap_file() is sent without a
  * read(), the memory segments around it with `sendmsg()`, in order.  The
- * file segment goes out with `sendfile()`, 256 KiB per call: the kernel
+ * file segment goes out with `sendfile()`, 4 MiB per call: the kernel
  * references the page cache, and no byte is copied on the way to a network
  * device (a peer on this host gets the one copy every loopback delivery
- * makes).  Measured on loopback at receive sizes of 16 KiB to 1 MiB, this
- * costs less CPU on both ends than writing from a mapping of the file, so
- * it is used for every peer (docs/benchmarks.md, "File to socket").
+ * makes).  Measured on loopback with CUBIC at receive sizes of 16 KiB to
+ * 1 MiB, this costs the sender half the CPU of read() + write() and less
+ * than writing from a mapping of the file, so it is used for every peer.
+ * Under BBR the kernel paces the socket, and a `sendfile()` sender to a
+ * local peer spends more CPU on the pacing than it saves on copies (it
+ * measured slower than read() + write()): give sockets to peers on this
+ * host another congestion control (`TCP_CONGESTION`, e.g. "cubic") where
+ * BBR is the system's default (docs/benchmarks.md, "File to socket").
  * #ZBUF_SOCK_FILE_MMAP asks
  * for the mapped write instead (8 MiB windows, mapped with MAP_POPULATE);
  * #ZBUF_SOCK_FILE_SENDFILE, the default, is kept for programs that name it.  The
