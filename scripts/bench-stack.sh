@@ -16,6 +16,7 @@ rounds=${1:-7}
 bytes=${2:-268435456}
 
 bench_build bench_stack bench_lwip
+echo "==> machine: $(bench_machine)" >&2
 base=${BENCH_BASE:-}
 if [ -n "$base" ]; then
   echo "==> configure+build build/bench-base from $base" >&2
