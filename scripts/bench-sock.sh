@@ -14,7 +14,8 @@
 # FILE_RUNS (default 5), FILE_RECV (the receiver's read sizes in the file
 # table, default "16384 65536 1048576"), FILE_CC (the TCP congestion
 # controls the file table is run with, set on both sockets; default
-# "cubic bbr": BBR paces a sendfile() sender on loopback), FILE_DIR
+# "cubic bbr": BBR paces a sendfile() sender on loopback), CC (the
+# congestion control of the stream and gather runs, default cubic), FILE_DIR
 # (default build/bench/files), PLOT (0: no PNG),
 # CONFIGS (message:sockbuf pairs of the stream table), ONLY (stream, gather
 # or file: run just that part), RT (1: both ends of every transfer run with
@@ -36,6 +37,7 @@ FILE_MB=${FILE_MB:-"7 21 63 98 200 350 700 1024"}
 FILE_RUNS=${FILE_RUNS:-5}
 FILE_RECV=${FILE_RECV:-"16384 65536 1048576"}
 FILE_CC=${FILE_CC:-"cubic bbr"}
+CC=${CC:-cubic}
 FILE_DIR=${FILE_DIR:-$root/build/bench/files}
 PLOT=${PLOT:-1}
 if [ "${1:-}" = quick ]; then
@@ -43,7 +45,7 @@ if [ "${1:-}" = quick ]; then
 fi
 
 bench_build zbuf_blaster zbuf_blastee sock_overhead
-echo "==> machine: $(bench_machine)" >&2
+echo "==> machine: $(bench_machine); stream and gather runs: $CC" >&2
 bin=$root/build/bench/adapters/sock/examples
 out=$root/build/bench/sock
 mkdir -p "$out" "$FILE_DIR"
@@ -67,8 +69,9 @@ start_blastee() {
 pair() {
   local kind=$1 size=$2 sb=$3 smode=$4 rmode=$5 run=$6 try res
   for try in 1 2; do
-    start_blastee -m "$rmode" -s "$size" -b "$sb"
-    if res=$($snd "$bin/zbuf_blaster" -q -m "$smode" -s "$size" -b "$sb" -t "$DUR" 127.0.0.1 "$port") &&
+    start_blastee -m "$rmode" -s "$size" -b "$sb" -C "$CC"
+    if res=$($snd "$bin/zbuf_blaster" -q -m "$smode" -s "$size" -b "$sb" -t "$DUR" -C "$CC" \
+               127.0.0.1 "$port") &&
        wait "$pid"; then
       break
     fi

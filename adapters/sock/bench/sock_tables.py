@@ -135,12 +135,26 @@ if sizes('recv'):
         L.append(f"| {human(msg(s))} / {human(sockbuf('send', s))} | "
                  + " | ".join(f"{x:.0f}" for x in v) + " |")
 if sizes('gather'):
-    table("\n### A message of 4 application buffers (receiver discards): MB/s, medians\n",
-          ["message", "memcpy + write", "gather (zbuf)", "gather / memcpy"])
+    table("\n### A message of 4 application buffers (receiver discards): MB/s and "
+          "sender CPU ns per KiB, medians\n\n"
+          "CPU gain: memcpy's CPU per byte over gather's, median (and range) of the "
+          "per-run ratios.\n",
+          ["message", "memcpy + write", "gather (zbuf)", "gather / memcpy",
+           "CPU memcpy + write", "CPU gather", "CPU gain"])
+
+    def per_kib(s, m):
+        return {r['run']: float(r['cpu']) / float(r['bytes']) for r in rows
+                if r['kind'] == 'gather' and key(r) == s and r['mode'] == m
+                and float(r['bytes']) > 0}
+
     for s in sizes('gather'):
         a, b = med('gather', s, 'memcpy4'), med('gather', s, 'gather4')
+        mc, ga = per_kib(s, 'memcpy4'), per_kib(s, 'gather4')
+        q = sorted(mc[k] / ga[k] for k in mc if k in ga and ga[k] > 0)
+        gain = f"{statistics.median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})" if q else "n/a"
         L.append(f"| {human(s)} | {a:.0f} | {b:.0f} | "
-                 f"{ratio('gather', s, 'gather4', 'memcpy4'):.2f}x |")
+                 f"{ratio('gather', s, 'gather4', 'memcpy4'):.2f}x | "
+                 f"{nsk('gather', s, 'memcpy4'):.0f} | {nsk('gather', s, 'gather4'):.0f} | {gain} |")
 if sizes('file'):
     table("\n### File to socket (receiver discards): ms, medians\n\n"
           "Elapsed time of the sender (median); speed-up: read+send over the zbuf "
