@@ -25,7 +25,9 @@
 #                    load does not change, with this tree's own benchmark's
 #                    last variant (stream limits, stream writes) beside.
 # Environment: FANOUT_ARGS / ECHO_ARGS replace each program's arguments;
-# BASE_ARGS the fan-out arguments of a --baseline run (default --msgs 2000).
+# BASE_ARGS the fan-out arguments of a --baseline run (default --msgs 2000);
+# TCP_CC the congestion control of every benchmark socket (default cubic:
+# BBR, where it is the system's, paces loopback senders).
 source "$(dirname "$0")/bench-lib.sh" build-bench-uv.log
 
 runs=7 msgs=5000 mbytes=256 baseline= rounds=7 cgruns=${CGRUNS:-3}
@@ -45,6 +47,7 @@ build() { # source dir, build dir
   bench_make "$2" bench_uv_fanout bench_uv_echo
 }
 build "$root" "$root/build/bench"
+export BENCH_TCP_CC=${TCP_CC:-cubic} # read by the benchmark programs
 bin=$root/build/bench/adapters/uv
 
 if [[ -n "$baseline" ]]; then
@@ -76,7 +79,7 @@ if [[ -n "$baseline" ]]; then
   same "$src" "$root/build/bench-base/build" "$old"
   same "$root" "$root/build/bench" "$new"
   here=$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- . || echo +changes)
-  echo "==> machine: $(bench_machine)" >&2
+  echo "==> machine: $(bench_machine); benchmark sockets: $BENCH_TCP_CC" >&2
   "$new" --msgs 200 --runs 1 --verify >/dev/null 2>&1
   "$old" --msgs 200 --runs 1 --verify >/dev/null 2>&1
   # One run of a program; prints "messages/s CPU-us-per-message" of its zbuf dup row.
@@ -154,7 +157,7 @@ if [[ -n "$baseline" ]]; then
   exit 0
 fi
 
-echo "==> machine: $(bench_machine)" >&2
+echo "==> machine: $(bench_machine); benchmark sockets: $BENCH_TCP_CC" >&2
 echo "==> correctness pass (--verify)" >&2
 "$bin/bench_uv_fanout" --msgs 200 --runs 1 --verify >/dev/null
 "$bin/bench_uv_echo" --mbytes 8 --runs 1 --verify >/dev/null

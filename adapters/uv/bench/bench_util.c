@@ -26,13 +26,25 @@ zbuf_pool_t *bench_warm_pool(size_t bufsize, size_t count)
     return p;
 }
 
+/* BENCH_TCP_CC, if set, as the congestion control of the TCP socket fd. */
+static void pin_cc(int fd)
+{
+    const char *cc = getenv("BENCH_TCP_CC");
+    if (cc != NULL && *cc != '\0' &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0)
+        bench_die(cc, errno);
+}
+
 int bench_connect_loopback(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1;
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+    if (fd < 0)
+        bench_die("socket", errno);
+    pin_cc(fd);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
         bench_die("connect", errno);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
@@ -65,4 +77,22 @@ void bench_wait_ready(pthread_mutex_t *mu, pthread_cond_t *cv, bool *ready)
     while (!*ready)
         pthread_cond_wait(cv, mu);
     pthread_mutex_unlock(mu);
+}
+
+int bench_listen_loopback(uv_loop_t *loop, uv_tcp_t *t, int backlog, uv_connection_cb cb)
+{
+    struct sockaddr_in a;
+    struct sockaddr_storage bound;
+    int len = sizeof(bound);
+    uv_os_fd_t fd;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(loop, t);
+    if (uv_tcp_bind(t, (const struct sockaddr *)&a, 0) != 0 ||
+        uv_fileno((uv_handle_t *)t, &fd) != 0)
+        bench_die("bind", errno);
+    pin_cc(fd);
+    if (uv_listen((uv_stream_t *)t, backlog, cb) != 0)
+        bench_die("listen", errno);
+    uv_tcp_getsockname(t, (struct sockaddr *)&bound, &len);
+    return ntohs(((struct sockaddr_in *)&bound)->sin_port);
 }

@@ -21,6 +21,13 @@ zbuf_pool_t *bench_warm_pool(size_t bufsize, size_t count);
 /* A blocking TCP socket connected to 127.0.0.1:port, with TCP_NODELAY (the
  * benchmarks' clients); dies on failure. */
 int bench_connect_loopback(int port);
+/* Listen on 127.0.0.1 at a free port with the handle t (initialised on
+ * loop here), calling cb for each connection; returns the port, dies on
+ * failure.  Both helpers give their socket the congestion control named by
+ * the environment variable BENCH_TCP_CC (unset: the system's), which the
+ * accepted connections inherit: BBR paces loopback senders, so
+ * scripts/bench-uv.sh pins it. */
+int bench_listen_loopback(uv_loop_t *loop, uv_tcp_t *t, int backlog, uv_connection_cb cb);
 /* In a listener's connection callback: accept the connection into the
  * stream zs (a TCP handle on the listener's loop, set up for the adapter);
  * dies on failure. */

@@ -320,17 +320,8 @@ static void on_conn(uv_stream_t *l, int status)
 static void *server_main(void *arg)
 {
     (void)arg;
-    struct sockaddr_in a;
-    struct sockaddr_storage bound;
-    int len = sizeof(bound);
     uv_loop_init(&S.loop);
-    uv_ip4_addr("127.0.0.1", 0, &a);
-    uv_tcp_init(&S.loop, &S.listener);
-    if (uv_tcp_bind(&S.listener, (const struct sockaddr *)&a, 0) != 0 ||
-        uv_listen((uv_stream_t *)&S.listener, 8, on_conn) != 0)
-        bench_die("listen", errno);
-    uv_tcp_getsockname(&S.listener, (struct sockaddr *)&bound, &len);
-    S.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    S.port = bench_listen_loopback(&S.loop, &S.listener, 8, on_conn);
     bench_serve(&S.loop, &S.mu, &S.cv, &S.ready);
     return NULL;
 }

@@ -438,26 +438,12 @@ static void on_pub_conn(uv_stream_t *l, int status)
     pub_read_start();
 }
 
-static int listen_any(uv_tcp_t *t, uv_connection_cb cb)
-{
-    struct sockaddr_in a;
-    struct sockaddr_storage bound;
-    int len = sizeof(bound);
-    uv_ip4_addr("127.0.0.1", 0, &a);
-    uv_tcp_init(&B.loop, t);
-    if (uv_tcp_bind(t, (const struct sockaddr *)&a, 0) != 0 ||
-        uv_listen((uv_stream_t *)t, 128, cb) != 0)
-        bench_die("listen", errno);
-    uv_tcp_getsockname(t, (struct sockaddr *)&bound, &len);
-    return ntohs(((struct sockaddr_in *)&bound)->sin_port);
-}
-
 static void *broker_main(void *arg)
 {
     (void)arg;
     uv_loop_init(&B.loop);
-    B.pub_port = listen_any(&B.pub_listen, on_pub_conn);
-    B.sub_port = listen_any(&B.sub_listen, on_sub_conn);
+    B.pub_port = bench_listen_loopback(&B.loop, &B.pub_listen, 128, on_pub_conn);
+    B.sub_port = bench_listen_loopback(&B.loop, &B.sub_listen, 128, on_sub_conn);
     bench_serve(&B.loop, &B.mu, &B.cv, &B.ready);
     copy_free_all();
     return NULL;
