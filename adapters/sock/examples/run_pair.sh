@@ -43,6 +43,16 @@ if [ "$kind" = modern ]; then
     set -- $(modern_pair -m discard -- -f "$dir/file" -m "$mode")
     if [ "$2" != 3000000 ]; then echo "FAIL file $mode: $2"; fail=1; else echo "ok   file $mode"; fi
   done
+  # -C: the benchmarks pin the congestion control (Reno is always built in).
+  set -- $(modern_pair -m discard -C reno -- -f "$dir/file" -m zfile -C reno)
+  if [ "$2" != 3000000 ]; then echo "FAIL file with -C reno: $2"; fail=1; else echo "ok   -C reno"; fi
+  if "$blaster" -q -C no-such-cc -f "$dir/file" -m zfile 127.0.0.1 9 2>"$dir/err"; then
+    echo "FAIL -C no-such-cc was accepted"; fail=1
+  elif ! grep -q "congestion control no-such-cc" "$dir/err"; then
+    echo "FAIL -C no-such-cc: $(cat "$dir/err")"; fail=1
+  else
+    echo "ok   -C no-such-cc refused"
+  fi
 else
   for z in 0 1; do
     total=""
