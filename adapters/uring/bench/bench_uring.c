@@ -121,10 +121,11 @@ static void bufsize(int fd, int which, int n)
 }
 
 
-/* -C: the congestion control of a TCP socket (a listener's is inherited by
- * the connections it accepts).  BBR paces the sender, which on loopback
- * decides how fast a fast sender may go: the script pins it. */
-static int tcp_socket(int type)
+/* A socket of `type` for bound() and connected().  A TCP one gets -C's
+ * congestion control (a listener's is inherited by the connections it
+ * accepts): BBR paces the sender, which on loopback decides how fast a fast
+ * sender may go, so the script pins it. */
+static int new_socket(int type)
 {
     int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
     if (fd >= 0 && type == SOCK_STREAM && opt.cc != NULL &&
@@ -135,7 +136,7 @@ static int tcp_socket(int type)
 
 static int bound(int type, int port)
 {
-    int fd = tcp_socket(type);
+    int fd = new_socket(type);
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -147,7 +148,7 @@ static int bound(int type, int port)
 
 static int connected(int type, const char *host, int port)
 {
-    int fd = tcp_socket(type);
+    int fd = new_socket(type);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         bench_die(host, EINVAL);
