@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,4 +79,21 @@ void bench_write_port(int fd, const char *path)
     FILE *f = fopen(tmp, "w");
     if (f == NULL || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
         bench_die(path, errno);
+}
+
+int bench_tcp_cc(int fd, const char *cc)
+{
+    if (cc == NULL || *cc == '\0')
+        return 0;
+    return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) == 0 ? 0 : errno;
+}
+
+void bench_tcp_cc_or_die(int fd, const char *cc)
+{
+    int e = bench_tcp_cc(fd, cc);
+    if (e != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "TCP congestion control %s", cc);
+        bench_die(what, e);
+    }
 }

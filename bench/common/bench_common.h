@@ -27,5 +27,15 @@ _Noreturn void bench_die(const char *what, int err);
  * for the file never reads half of it.  Nothing when path is NULL; dies on
  * failure. */
 void bench_write_port(int fd, const char *path);
+/* Give the TCP socket fd the congestion control named cc (nothing when cc
+ * is NULL or empty), as setsockopt(TCP_CONGESTION) does: 0, or its errno
+ * (ENOENT: no such algorithm; EPERM: not allowed to this user).  The
+ * benchmarks pin it because BBR paces loopback senders and decides results
+ * (docs/benchmarks.md); a listener's setting is inherited by the
+ * connections it accepts. */
+int bench_tcp_cc(int fd, const char *cc);
+/* bench_tcp_cc(), where an error exits:
+ * "<program>: TCP congestion control <cc>: <error>". */
+void bench_tcp_cc_or_die(int fd, const char *cc);
 
 #endif

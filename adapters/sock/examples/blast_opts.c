@@ -1,13 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "blast_opts.h"
 
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
@@ -32,13 +26,4 @@ int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
         }
     }
     return optind;
-}
-
-void blast_set_cc(int fd, const struct blast_opts *o)
-{
-    if (o->cc != NULL &&
-        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->cc, (socklen_t)strlen(o->cc)) != 0) {
-        fprintf(stderr, "TCP congestion control %s: %s\n", o->cc, strerror(errno));
-        exit(1);
-    }
 }

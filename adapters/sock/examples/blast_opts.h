@@ -28,10 +28,4 @@ struct blast_opts {
 int blast_parse(int argc, char **argv, char path_opt, struct blast_opts *o,
                 void (*usage)(void));
 
-/* Give the TCP socket fd the congestion control o->cc (nothing if NULL).  A
- * name the kernel does not allow exits the program with its error.  The
- * benchmarks pin it: the sender's pacing decides how loopback results turn
- * out (docs/benchmarks.md, "File to socket"). */
-void blast_set_cc(int fd, const struct blast_opts *o);
-
 #endif

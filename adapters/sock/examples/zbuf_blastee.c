@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     if (args.sockbuf > 0 &&
         setsockopt(l, SOL_SOCKET, SO_RCVBUF, &args.sockbuf, sizeof args.sockbuf) != 0)
         bench_die("SO_RCVBUF", errno);
-    blast_set_cc(l, &args); /* inherited by the accepted socket */
+    bench_tcp_cc_or_die(l, args.cc); /* inherited by the accepted socket */
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[first])),
                               .sin_addr.s_addr = htonl(INADDR_ANY) };
     if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 1) != 0)

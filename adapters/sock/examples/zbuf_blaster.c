@@ -84,7 +84,7 @@ static int connect_to(const char *host, const char *port, const struct blast_opt
     if (o->sockbuf > 0 &&
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sockbuf, sizeof o->sockbuf) != 0)
         bench_die("SO_SNDBUF", errno);
-    blast_set_cc(fd, o);
+    bench_tcp_cc_or_die(fd, o->cc);
     int tries = 0;
     while (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         if (errno != ECONNREFUSED || ++tries > 200)

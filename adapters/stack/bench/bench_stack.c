@@ -50,6 +50,7 @@
 #include <unistd.h>
 #include <zbuf/ip.h>
 
+#include "bench_common.h"
 #include "bench_util.h"
 
 #define MASTER (1u << 20)
@@ -268,7 +269,7 @@ static double run_loopback(uint64_t bytes, const char *cc)
     socklen_t sl = sizeof sa;
     getsockname(ls, (struct sockaddr *)&sa, &sl);
     int cs = socket(AF_INET, SOCK_STREAM, 0);
-    if (cc != NULL && setsockopt(cs, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc))) {
+    if (bench_tcp_cc(cs, cc) != 0) {
         close(cs);
         close(ls);
         return 0;

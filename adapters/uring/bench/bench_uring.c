@@ -128,9 +128,8 @@ static void bufsize(int fd, int which, int n)
 static int new_socket(int type)
 {
     int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && type == SOCK_STREAM && opt.cc != NULL &&
-        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, opt.cc, (socklen_t)strlen(opt.cc)) != 0)
-        bench_die(opt.cc, errno);
+    if (fd >= 0 && type == SOCK_STREAM)
+        bench_tcp_cc_or_die(fd, opt.cc);
     return fd;
 }
 

@@ -29,10 +29,7 @@ zbuf_pool_t *bench_warm_pool(size_t bufsize, size_t count)
 /* BENCH_TCP_CC, if set, as the congestion control of the TCP socket fd. */
 static void pin_cc(int fd)
 {
-    const char *cc = getenv("BENCH_TCP_CC");
-    if (cc != NULL && *cc != '\0' &&
-        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0)
-        bench_die(cc, errno);
+    bench_tcp_cc_or_die(fd, getenv("BENCH_TCP_CC"));
 }
 
 int bench_connect_loopback(int port)
