@@ -257,6 +257,7 @@ struct zbuf_uring_sock {
     int fl_saved;                  /* the descriptor's file flags before open */
     bool rx_ready;                 /* edge-triggered: the socket may have bytes */
     bool tx_ready;                 /* edge-triggered: the socket may take bytes */
+    unsigned rx_want;              /* pool buffers the next receive takes; 0: the most */
 
     zbuf_uring_sock_stats_t st;
 };

@@ -22,14 +22,17 @@
  *             uring-zc-fixed  the same, the master in a registered pool
  *             msgzc-always, uring-zc-always, uring-zc-fixed-always
  *                             zero copy kept on whatever the kernel says
- *   bench_uring recv  -m MODE -s size -t seconds [-b rcvbuf] [-p portfile] [-u] port
+ *   bench_uring recv  -m MODE -s size -t seconds [-b rcvbuf] [-p portfile] [-u [-n N]] port
  *       Receiver: TCP (or UDP with -u) into pool buffers of `size` bytes,
  *       each zbuf deleted at once.  MODE: epoll (recv() / recvmmsg() into
  *       the pool, through zbuf-sock), uring (multishot receive into a
- *       provided buffer ring fed from the pool).
- *   bench_uring blast -s size -t seconds [-u] host port
+ *       provided buffer ring fed from the pool).  -n N: N UDP sockets, all
+ *       into the one pool (the portfile then lists their ports, with
+ *       commas).
+ *   bench_uring blast -s size -t seconds [-u] host port[,port...]
  *       The cheapest sender for receive measurements: TCP sendfile() of a
- *       memfd, or UDP sendmmsg() of 64 datagrams of `size` per call.
+ *       memfd, or UDP sendmmsg() of 64 datagrams of `size` per call, to
+ *       the ports in turn when there are several.
  *   bench_uring dsend -m MODE -s size -t seconds [-c] host port
  *       UDP sender for a destination behind a dummy interface (the script
  *       makes one in a network namespace of its own): the kernel frees each
@@ -79,6 +82,9 @@
 #include <zbuf/sock.h>
 #include <zbuf/uring.h>
 
+/* -n: at most this many UDP sockets on the receive side. */
+#define MAX_SOCKS 1024
+
 #include "bench_common.h"
 
 _Noreturn static void usage(void)
@@ -87,8 +93,8 @@ _Noreturn static void usage(void)
             "usage: bench_uring sink [-b sockbuf] [-p portfile] port\n"
             "       bench_uring send -m MODE -s size -t seconds [-b sockbuf] host port\n"
             "       bench_uring recv -m epoll|uring -s size -t seconds [-b rcvbuf] [-p portfile] "
-            "[-u] port\n"
-            "       bench_uring blast -s size -t seconds [-u] host port\n"
+            "[-u [-n sockets]] port\n"
+            "       bench_uring blast -s size -t seconds [-u] host port[,port...]\n"
             "       bench_uring dsend -m MODE -s size -t seconds host port\n"
             "       bench_uring memcpy -s size\n"
             "       bench_uring probe\n"
@@ -106,7 +112,8 @@ static struct {
     bool cold;
     size_t zc_min;               /* -z: the sockets' zc_min (0: the default) */
     const char *cc;              /* -C: TCP congestion control (NULL: the system's) */
-} opt = { .mode = "uring", .size = 65536, .seconds = 2 };
+    unsigned nsocks;             /* -n: UDP sockets of the receiver (recv, blast) */
+} opt = { .mode = "uring", .size = 65536, .seconds = 2, .nsocks = 1 };
 
 static void bufsize(int fd, int which, int n)
 {
@@ -415,13 +422,45 @@ static double user_s(void)
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
 }
 
+/* The ports of the receiver's UDP sockets, comma-separated, written to
+ * `path` (through a rename, as bench_write_port() does, so that a reader
+ * never sees half of it). */
+static void write_ports(const int *fds, unsigned n, const char *path)
+{
+    if (path == NULL)
+        return;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        bench_die(tmp, errno);
+    for (unsigned i = 0; i < n; i++) {
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        if (getsockname(fds[i], (struct sockaddr *)&sa, &sl) != 0)
+            bench_die("getsockname", errno);
+        fprintf(f, "%s%u", i ? "," : "", ntohs(sa.sin_port));
+    }
+    fputc('\n', f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        bench_die(path, errno);
+}
+
 static int role_recv(int port)
 {
-    int fd;
+    int fd, fds[MAX_SOCKS];
+    unsigned nfds = 1;
     if (opt.udp) {
-        fd = bound(SOCK_DGRAM, port);
-        bufsize(fd, SO_RCVBUF, opt.sockbuf > 0 ? opt.sockbuf : 8 << 20);
-        bench_write_port(fd, opt.portfile);
+        /* -n N: N sockets, the first on `port`, the others on ports of the
+         * kernel's choice, all receiving into the one ring: a server with
+         * many peers, each with little data ready at a time. */
+        nfds = opt.nsocks;
+        for (unsigned i = 0; i < nfds; i++) {
+            fds[i] = bound(SOCK_DGRAM, i == 0 ? port : 0);
+            bufsize(fds[i], SO_RCVBUF, opt.sockbuf > 0 ? opt.sockbuf : 8 << 20);
+        }
+        write_ports(fds, nfds, opt.portfile);
+        fd = fds[0];
     } else {
         int l = bound(SOCK_STREAM, port);
         bufsize(l, SO_RCVBUF, opt.sockbuf);
@@ -452,12 +491,15 @@ static int role_recv(int port)
     zbuf_uring_bufring_t *br;
     if ((rc = zbuf_uring_bufring_create(u, pool, 0, &br)) < 0)
         bench_die("zbuf_uring_bufring_create", rc);
-    zbuf_uring_sock_t *s;
-    if ((rc = zbuf_uring_sock_open(u, fd, NULL, &s)) < 0)
-        bench_die("zbuf_uring_sock_open", rc);
+    fds[0] = fd;
+    zbuf_uring_sock_t *socks[MAX_SOCKS];
     struct rcount c = { 0 };
-    if ((rc = zbuf_uring_recv_start(s, br, on_recv, &c)) < 0)
-        bench_die("zbuf_uring_recv_start", rc);
+    for (unsigned i = 0; i < nfds; i++) {
+        if ((rc = zbuf_uring_sock_open(u, fds[i], NULL, &socks[i])) < 0)
+            bench_die("zbuf_uring_sock_open", rc);
+        if ((rc = zbuf_uring_recv_start(socks[i], br, on_recv, &c)) < 0)
+            bench_die("zbuf_uring_recv_start", rc);
+    }
     /* The clock starts at the first byte. */
     while (c.bytes == 0 && !c.end)
         zbuf_uring_run(u, 1000);
@@ -470,20 +512,26 @@ static int role_recv(int port)
         zbuf_uring_run(u, 100);
     double secs = bench_now_s() - t0, cpu = bench_cpu_s() - c0, usr = user_s() - u0;
     zbuf_uring_get_stats(u, &e1);
-    zbuf_uring_sock_stats_t st;
-    zbuf_uring_sock_get_stats(s, &st);
+    zbuf_uring_sock_stats_t st = { 0 };
+    for (unsigned i = 0; i < nfds; i++) {
+        zbuf_uring_sock_stats_t one;
+        zbuf_uring_sock_get_stats(socks[i], &one);
+        st.recv_rearms += one.recv_rearms;
+        st.recv_nobufs += one.recv_nobufs;
+    }
     zbuf_uring_bufring_stats_t bs;
     zbuf_uring_bufring_get_stats(br, &bs);
     char extra[256];
     snprintf(extra, sizeof extra,
              "user=%.4f rearms=%llu nobufs=%llu enters=%llu cqes=%llu wakes=%llu in_ring=%llu "
-             "empty=%llu",
+             "empty=%llu socks=%u",
              usr, (unsigned long long)st.recv_rearms, (unsigned long long)st.recv_nobufs,
              (unsigned long long)(e1.enters - e0.enters), (unsigned long long)(e1.cqes - e0.cqes),
              (unsigned long long)(e1.wakes - e0.wakes), (unsigned long long)bs.in_ring,
-             (unsigned long long)bs.empty);
+             (unsigned long long)bs.empty, nfds);
     result("recv", c.bytes - b0, c.msgs - m0, secs, cpu, extra);
-    zbuf_uring_sock_close(s, 0, NULL, NULL);
+    for (unsigned i = 0; i < nfds; i++)
+        zbuf_uring_sock_close(socks[i], 0, NULL, NULL);
     while (zbuf_uring_sock_count(u) > 0)
         zbuf_uring_run(u, 100);
     zbuf_uring_bufring_delete(br);
@@ -494,27 +542,62 @@ static int role_recv(int port)
 
 /* ----------------------------------------------------------------- blast */
 
-static int role_blast(const char *host, int port)
+/* blast's UDP destinations: `ports` is a port or a comma-separated list
+ * of them (the receiver's portfile with -n); sets `to` (at most `max`) and
+ * returns how many. */
+static unsigned parse_ports(const char *host, const char *ports, struct sockaddr_in *to,
+                            unsigned max)
+{
+    unsigned n = 0;
+    for (const char *p = ports; *p != '\0' && n < max; n++) {
+        char *e;
+        unsigned long v = strtoul(p, &e, 10);
+        if (e == p || v == 0 || v > 65535)
+            bench_die(ports, EINVAL);
+        to[n] = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)v) };
+        if (inet_pton(AF_INET, host, &to[n].sin_addr) != 1)
+            bench_die(host, EINVAL);
+        p = *e == ',' ? e + 1 : e;
+    }
+    return n;
+}
+
+static int role_blast(const char *host, const char *ports)
 {
     signal(SIGPIPE, SIG_IGN);
     double end = bench_now_s() + opt.seconds;
     uint64_t bytes = 0;
     if (opt.udp) {
-        int fd = connected(SOCK_DGRAM, host, port);
+        static struct sockaddr_in to[MAX_SOCKS];
+        unsigned nto = parse_ports(host, ports, to, MAX_SOCKS);
+        /* One destination: a connected socket.  Several: each sendmmsg()
+         * addresses its 64 datagrams to them in turn, carrying on from
+         * where the previous call stopped. */
+        int fd = nto == 1 ? connected(SOCK_DGRAM, host, ntohs(to[0].sin_port))
+                          : new_socket(SOCK_DGRAM);
         char *buf = calloc(1, opt.size);
         struct mmsghdr mm[64];
         struct iovec iov = { .iov_base = buf, .iov_len = opt.size };
         for (int i = 0; i < 64; i++)
             mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
+        unsigned next = 0;
         while (bench_now_s() < end) {
+            if (nto > 1)
+                for (int i = 0; i < 64; i++, next = (next + 1) % nto) {
+                    mm[i].msg_hdr.msg_name = &to[next];
+                    mm[i].msg_hdr.msg_namelen = sizeof to[next];
+                }
             int r = sendmmsg(fd, mm, 64, 0);
             if (r > 0)
                 bytes += (uint64_t)r * opt.size;
         }
         free(buf);
         close(fd);
-    } else {
-        int fd = connected(SOCK_STREAM, host, port);
+        result("blast", bytes, 0, opt.seconds, 0, "");
+        return 0;
+    }
+    {
+        int fd = connected(SOCK_STREAM, host, atoi(ports));
         int mfd = memfd_create("bench_uring", 0);
         size_t chunk = 4u << 20;
         if (mfd < 0 || ftruncate(mfd, (off_t)chunk) != 0)
@@ -575,7 +658,7 @@ int main(int argc, char **argv)
     const char *role = argv[1];
     int o;
     optind = 2;
-    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:")) != -1) {
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:")) != -1) {
         switch (o) {
         case 'm': opt.mode = optarg; break;
         case 's': opt.size = strtoul(optarg, NULL, 0); break;
@@ -586,10 +669,11 @@ int main(int argc, char **argv)
         case 'c': opt.cold = true; break;
         case 'z': opt.zc_min = strtoul(optarg, NULL, 0); break;
         case 'C': opt.cc = optarg; break;
+        case 'n': opt.nsocks = (unsigned)strtoul(optarg, NULL, 0); break;
         default: usage();
         }
     }
-    if (opt.size == 0)
+    if (opt.size == 0 || opt.nsocks == 0 || opt.nsocks > MAX_SOCKS)
         usage();
     if (strcmp(role, "memcpy") == 0)
         return role_memcpy();
@@ -611,6 +695,6 @@ int main(int argc, char **argv)
         return role_send(argv[optind], atoi(argv[optind + 1]));
     }
     if (strcmp(role, "blast") == 0 && optind + 2 == argc)
-        return role_blast(argv[optind], atoi(argv[optind + 1]));
+        return role_blast(argv[optind], argv[optind + 1]);
     usage();
 }

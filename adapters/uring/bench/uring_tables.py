@@ -25,6 +25,10 @@ for line in open(sys.argv[1]):
     for k in ('seconds', 'cpu', 'peer_cpu'):
         if k in kv:
             kv[k] = float(kv[k])
+    if kv['kind'] == 'udpn':
+        # The sockets sweep: its rows are keyed by the number of sockets.
+        kv['dgram'] = kv['size']
+        kv['size'] = int(kv['socks'])
     rows.append(kv)
 
 
@@ -211,7 +215,11 @@ if sizes('send'):
         print(f"| {human(s)} | " + " | ".join(cells) + " |")
     print()
 
+udpn_dgram = {r['dgram'] for r in rows if r['kind'] == 'udpn'}
+udpn_title = ('Receive side, UDP, sockets sharing one ring (sender addresses them in turn, '
+              + '/'.join(human(d) for d in sorted(udpn_dgram)) + ' datagrams)')
 for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods with sendmmsg)', 'datagram'),
+                          ('udpn', udpn_title, 'sockets'),
                           ('tcp', 'Receive side, TCP (sender uses sendfile)', 'pool buffer')):
     if not sizes(kind):
         continue
@@ -221,12 +229,14 @@ for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods wi
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in sizes(kind):
         r = ratio(kind, s, 'uring', 'epoll', 'cpumb')
-        print(f"| {human(s)} | {num(med(kind, s, 'epoll', 'msgs'))} | "
+        key = str(s) if kind == 'udpn' else human(s)
+        print(f"| {key} | {num(med(kind, s, 'epoll', 'msgs'))} | "
               f"{num(med(kind, s, 'uring', 'msgs'))} | {num(med(kind, s, 'epoll', 'cpumb'))} | "
               f"{num(med(kind, s, 'uring', 'cpumb'))} | {r:.2f}x | "
               f"{iqr(kind, s, 'uring', 'epoll', 'cpumb')} |")
         if r == r:
-            what = f"UDP {human(s)}" if kind == 'udp' else f"TCP, {human(s)} buffers"
+            what = (f"UDP {human(s)}" if kind == 'udp' else
+                    f"UDP, {s} sockets" if kind == 'udpn' else f"TCP, {human(s)} buffers")
             targets.append((f"provided-buffer receive >= 1.2x recvmmsg (MB per CPU-s), "
                             f"{what}", r, r >= 1.2))
     print()
