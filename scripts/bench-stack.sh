@@ -4,7 +4,8 @@
 # optimised build (build/bench), then run bulk TCP over the in-memory link
 # with the zbuf stack and with lwIP (Debian's liblwip), and Linux TCP over
 # loopback (the system's congestion control, CUBIC and BBR, set on the
-# sending socket), interleaved round by round, and print medians as markdown.
+# sending socket; CUBIC also at MTU 1500, in a network namespace),
+# interleaved round by round, and print medians as markdown.
 # Results and how to read them: docs/benchmarks.md (section TCP/IP stack).
 # Usage: scripts/bench-stack.sh [rounds (default 7)] [bytes per run (default 256 MiB)]
 # A/B: BENCH_BASE=<git revision> also builds bench_stack from that revision
@@ -30,9 +31,25 @@ fi
 bin=$root/build/bench/adapters/stack/bench
 rows=$root/build/bench-stack-rows.txt # every run's row, kept for a closer look
 : >"$rows"
+# Linux's loopback at the stack's MTU: a network namespace of our own whose
+# lo has MTU 1500 (lo keeps its offloads: TSO, GRO, no checksums), where
+# bench_stack's loopback-cubic row runs as loopback-cubic-mtu1500.  Needs
+# root; without it the row is left out.
+ns=zbst$$
+if ip netns add "$ns" 2>/dev/null; then
+  trap 'ip netns del "$ns" 2>/dev/null' EXIT INT TERM
+  ip -n "$ns" link set lo mtu 1500 up || ns=
+else
+  echo "==> loopback-cubic-mtu1500 skipped: cannot make a network namespace here (needs root)" >&2
+  ns=
+fi
 for r in $(seq "$rounds"); do
   echo "==> round $r/$rounds" >&2
   "$bin/bench_stack" --bytes "$bytes" --runs 1 >>"$rows"
+  if [ -n "$ns" ]; then
+    ip netns exec "$ns" "$bin/bench_stack" --bytes "$bytes" --runs 1 --which loopback-cubic |
+      sed 's/loopback-cubic        /loopback-cubic-mtu1500/' >>"$rows"
+  fi
   if [ -n "$base" ]; then
     "$root/build/bench-base/adapters/stack/bench/bench_stack" --bytes "$bytes" --runs 1 |
       sed -E 's/^\| *([^|]*[^ |]) *\|/| \1 (base) |/' >>"$rows"
@@ -69,7 +86,7 @@ print(f"Bulk TCP, {nbytes >> 20} MiB per run, {rounds} interleaved rounds: media
 ab = any(k.endswith(" (base)") for k in order)
 # Linux's loopback with each congestion control: BBR's pacing costs the
 # kernel's sender most of its speed here, so both are references.
-los = [r for r in ("loopback-cubic", "loopback-bbr") if r in data]
+los = [r for r in ("loopback-cubic", "loopback-cubic-mtu1500", "loopback-bbr") if r in data]
 print("| configuration | MB/s (wall) | MB per CPU-second | x lwIP (CPU) |"
       + "".join(f" x {r} (CPU) |" for r in los)
       + (" x base (CPU) |" if ab else "") + " bytes copied per payload byte |")

@@ -224,7 +224,7 @@ int zbuf_ip_link_create(const zbuf_ip_link_config_t *cfg, zbuf_ip_link_t **out)
     if (cfg)
         l->cfg = *cfg;
     if (l->cfg.loss < 0 || l->cfg.loss > 1 || l->cfg.dup < 0 || l->cfg.dup > 1 ||
-        l->cfg.reorder < 0 || l->cfg.reorder > 1) {
+        l->cfg.reorder < 0 || l->cfg.reorder > 1 || (l->cfg.tso && l->cfg.copy_to_pool)) {
         free(l);
         return -EINVAL;
     }
@@ -260,7 +260,8 @@ int zbuf_ip_link_attach(zbuf_ip_link_t *l, int side, zbuf_ip_stack_t *s,
         .poll = link_poll,
         .next_deadline = link_deadline,
         .detach = link_detach,
-        .flags = l->cfg.csum_offload ? ZBUF_IP_DRV_CSUM_OFFLOAD : 0,
+        .flags = (l->cfg.csum_offload ? ZBUF_IP_DRV_CSUM_OFFLOAD : 0u) |
+                 (l->cfg.tso ? ZBUF_IP_DRV_TSO : 0u),
         .rx_pool = sd->pool, /* NULL in shared mode: no pool, no pressure */
     };
     zbuf_ip_netif_t *nif;

@@ -903,7 +903,7 @@ static int ip_transmit(zbuf_ip_netif_t *nif, const struct ip_dgram *d, const uin
     zbuf_ip_stack_t *s = nif->stack;
     zbuf_t *pkt = d->pkt;
     size_t plen = zbuf_length(pkt);
-    if (plen + IP_HLEN <= nif->cfg.mtu)
+    if (zbuf_ip__fits(nif, d->proto, plen + IP_HLEN))
         return ip_send(nif, d, pkt, IP_DF, mac); /* DF on what fits: path MTU discovery */
     size_t max = ((size_t)nif->cfg.mtu - IP_HLEN) & ~(size_t)7; /* >= 552 */
     int rc = 0;
@@ -946,7 +946,7 @@ int zbuf_ip__output(zbuf_ip_stack_t *s, zbuf_t *pkt, uint32_t src, uint32_t dst,
                          .proto = proto};
     uint32_t nexthop = nexthop_of(nif, dst);
     /* Chosen now, once: the fragments leave later if ARP must resolve. */
-    if (total > nif->cfg.mtu)
+    if (!zbuf_ip__fits(nif, proto, total))
         d.id = ip_id_next(s, d.src, dst, proto);
     return arp_output(nif, &d, nexthop);
 }

@@ -235,6 +235,15 @@ struct zbuf_ip__txroute {
 };
 /* Bytes of the Ethernet and IP headers a cached route writes. */
 #define ZBUF_IP__L2_HLEN (ETH_HLEN + IP_HLEN)
+/* Whether an IP packet of `len` bytes (header included) of protocol
+ * `proto` leaves `nif` whole, without fragments: it fits the MTU, or it is
+ * TCP on an interface with segmentation offload (#ZBUF_IP_DRV_TSO), where
+ * tcp_out.c hands over runs of full-sized segments in one packet. */
+static inline bool zbuf_ip__fits(const zbuf_ip_netif_t *nif, uint8_t proto, size_t len)
+{
+    return len <= nif->cfg.mtu ||
+           (proto == IP_PROTO_TCP && (nif->drv.flags & ZBUF_IP_DRV_TSO) && len <= IP_MAX_DATAGRAM);
+}
 /* Fill `rt` with what zbuf_ip__output() would decide for (src, dst,
  * proto) now; false, and `rt` left empty, unless the datagram would go
  * straight to a driver: a route, a destination that is not ours, and the
@@ -255,7 +264,7 @@ static inline bool zbuf_ip__route_ready(zbuf_ip_stack_t *s, struct zbuf_ip__txro
         !zbuf_ip__route_fill(s, rt, src, dst, proto))
         return false;
     /* Else fragments (the MTU is below IP_MAX_DATAGRAM). */
-    return len + IP_HLEN <= rt->nif->cfg.mtu;
+    return zbuf_ip__fits(rt->nif, proto, len + IP_HLEN);
 }
 /* Write the Ethernet and IP headers of `rt` at `h`, the first
  * ZBUF_IP__L2_HLEN bytes of `pkt`, for `len` bytes behind them, and hand

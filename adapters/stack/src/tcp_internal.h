@@ -531,6 +531,9 @@ ZBUF_IP__HIDDEN size_t zbuf_ip__tcp_sack_option(zbuf_ip_tcp_t *t, uint8_t *o, si
 /* Room for one more scoreboard record (grows the ring); false when memory
  * or ZBUF_IP_TCP_TX_SEGS_MAX says no. */
 ZBUF_IP__HIDDEN bool zbuf_ip__tcp_rq_room(zbuf_ip_tcp_t *t);
+/* Room for `k` more records, growing the ring as far as it may; returns
+ * how many of the `k` there is room for. */
+ZBUF_IP__HIDDEN uint32_t zbuf_ip__tcp_rq_reserve(zbuf_ip_tcp_t *t, uint32_t k);
 /* Drop the records the cumulative ACK `ack` covers. */
 ZBUF_IP__HIDDEN void zbuf_ip__tcp_rq_ack(zbuf_ip_tcp_t *t, uint32_t ack, const struct tcp_seg *sg);
 /* Mark record `r` lost (unless SACKed or lost and not yet resent). */

@@ -11,7 +11,10 @@
  * SACK blocks first, then segments deemed lost (oldest first) and new data
  * as far as the pipe (RFC 6675) stays below cwnd and the peer's window
  * allows, holding back small segments (Nagle, sender silly-window
- * avoidance), at most #ZBUF_IP_TCP_BURST segments per call.
+ * avoidance), at most #ZBUF_IP_TCP_BURST segments per call.  On an
+ * interface with segmentation offload one packet carries a run of
+ * full-sized new segments (a record each on the scoreboard); what is
+ * resent goes a segment at a time.
  */
 #include <stdlib.h>
 
@@ -280,20 +283,38 @@ bool zbuf_ip__tcp_resend(zbuf_ip_tcp_t *t, struct txseg *r)
     return true;
 }
 
-size_t zbuf_ip__tcp_send_new(zbuf_ip_tcp_t *t, size_t len)
+/* New data from snd_max: up to `len` bytes (and the FIN if it is reached)
+ * in one packet, with a scoreboard record per `seg` bytes of it, as if
+ * each had gone alone: more than one only on an interface with
+ * segmentation offload (output_new()).  Returns the sequence space sent
+ * (0: nothing). */
+static size_t send_new_segs(zbuf_ip_tcp_t *t, size_t len, uint32_t seg)
 {
     zbuf_ip_stack_t *s = t->stack;
-    if (!zbuf_ip__tcp_rq_room(t))
+    uint32_t want = len ? (uint32_t)((len + seg - 1) / seg) : 1;
+    uint32_t k = zbuf_ip__tcp_rq_reserve(t, want);
+    if (k == 0)
         return 0;
+    if (k < want)
+        len = (size_t)k * seg;
     uint32_t seq = t->snd_max;
     size_t n = send_from(t, seq, len, true);
     if (n == 0)
         return 0;
-    struct txseg *r = rq_at(t, t->rq.n++);
-    r->seq = seq;
-    r->end = seq + (uint32_t)n;
-    r->xmit = s->now;
-    r->flags = (t->fin_queued && r->end - t->snd_una == zbuf_length(t->sndq) + 1) ? TX_FIN : 0;
+    uint32_t end = seq + (uint32_t)n;
+    bool fin = t->fin_queued && end - t->snd_una == zbuf_length(t->sndq) + 1;
+    uint32_t data_end = end - fin, at = seq, recs = 0;
+    do {
+        struct txseg *r = rq_at(t, t->rq.n++);
+        uint32_t e = data_end - at > seg ? at + seg : end; /* the last takes the FIN */
+        r->seq = at;
+        r->end = e;
+        r->xmit = s->now;
+        r->flags = e == end && fin ? TX_FIN : 0;
+        at = e;
+        recs++;
+    } while (at != end);
+    s->st.tcp_tx_segs += recs - 1; /* the segments the packet stands for */
     if (!t->rtt.timing && !t->ts.ok) {
         t->rtt.timing = true;
         t->rtt.seq = seq;
@@ -302,6 +323,23 @@ size_t zbuf_ip__tcp_send_new(zbuf_ip_tcp_t *t, size_t len)
     t->snd_max += (uint32_t)n;
     tcp_timer_stop(t, TCP_T_PERSIST);
     return n;
+}
+
+size_t zbuf_ip__tcp_send_new(zbuf_ip_tcp_t *t, size_t len)
+{
+    return send_new_segs(t, len, UINT32_MAX);
+}
+
+/* Full-sized segments of `smss` bytes that one packet may carry now: more
+ * than one when the route goes straight to an interface with segmentation
+ * offload (#ZBUF_IP_DRV_TSO), as many as fit a 64 KiB IP packet. */
+static uint32_t tso_segs(zbuf_ip_tcp_t *t, uint32_t smss)
+{
+    if (!zbuf_ip__route_ready(t->stack, &t->txr, 0, t->laddr, t->raddr, IP_PROTO_TCP) ||
+        !(t->txr.nif->drv.flags & ZBUF_IP_DRV_TSO))
+        return 1;
+    uint32_t n = (IP_MAX_DATAGRAM - IP_HLEN - TCP_HLEN - TCP_OPT_MAX) / smss;
+    return n > 1 ? n : 1;
 }
 
 /* Segments deemed lost go again, oldest first, as far as the pipe allows;
@@ -326,6 +364,7 @@ static int output_lost(zbuf_ip_tcp_t *t, int sent)
  * `sent` as above. */
 static int output_new(zbuf_ip_tcp_t *t, int sent, size_t qlen, uint32_t smss)
 {
+    size_t most = (size_t)smss * tso_segs(t, smss);
     while (sent < ZBUF_IP_TCP_BURST) {
         uint32_t flight = t->snd_max - t->snd_una;
         if (flight > qlen)
@@ -336,10 +375,12 @@ static int output_new(zbuf_ip_tcp_t *t, int sent, size_t qlen, uint32_t smss)
         uint32_t wnd_room = t->snd_wnd > flight ? t->snd_wnd - flight : 0;
         uint32_t usable = umin32(cwnd_room, wnd_room);
         size_t len = avail;
-        if (len > smss)
-            len = smss;
+        if (len > most)
+            len = most;
         if (len > usable)
             len = usable;
+        if (len > smss)
+            len -= len % smss; /* whole segments; a shorter tail goes on its own */
         bool fin = t->fin_queued && flight + len == qlen;
         if (len == 0 && !fin)
             break;
@@ -349,7 +390,7 @@ static int output_new(zbuf_ip_tcp_t *t, int sent, size_t qlen, uint32_t smss)
             if (len == avail && !t->nodelay && flight > 0)
                 break; /* Nagle: a small segment waits for the ACK of what flies */
         }
-        if (zbuf_ip__tcp_send_new(t, len) == 0)
+        if (send_new_segs(t, len, smss) == 0)
             break;
         sent++;
     }

@@ -41,10 +41,10 @@
 
 /* ---------------------------------------------------------- scoreboard */
 
-bool zbuf_ip__tcp_rq_room(zbuf_ip_tcp_t *t)
+/* Double the ring (16 entries at first); false when memory or
+ * ZBUF_IP_TCP_TX_SEGS_MAX says no. */
+static bool rq_grow(zbuf_ip_tcp_t *t)
 {
-    if (t->rq.n < t->rq.cap)
-        return true;
     if (t->rq.cap >= ZBUF_IP_TCP_TX_SEGS_MAX)
         return false;
     uint32_t cap = t->rq.cap ? t->rq.cap * 2 : 16;
@@ -58,6 +58,19 @@ bool zbuf_ip__tcp_rq_room(zbuf_ip_tcp_t *t)
     t->rq.cap = cap;
     t->rq.head = 0;
     return true;
+}
+
+bool zbuf_ip__tcp_rq_room(zbuf_ip_tcp_t *t)
+{
+    return zbuf_ip__tcp_rq_reserve(t, 1) == 1;
+}
+
+uint32_t zbuf_ip__tcp_rq_reserve(zbuf_ip_tcp_t *t, uint32_t k)
+{
+    while (t->rq.cap - t->rq.n < k && rq_grow(t))
+        ;
+    uint32_t room = t->rq.cap - t->rq.n;
+    return room < k ? room : k;
 }
 
 /* Take the flags' bytes out of the counters (the record goes or shrinks by

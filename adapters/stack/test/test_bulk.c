@@ -123,12 +123,14 @@ static bool finished(void *arg)
 
 /* Most losses must be repaired without a retransmission timeout (RACK-TLP):
  * `max_rto` bounds the timeouts of both sides together. */
+/* `offload`: the ZBUF_IP_DRV_* flags both ends of the link get. */
 static void bulk_ex(double loss, double dup, double reorder, bool copy_to_pool, uint64_t mib,
-                    bool offload, uint16_t mtu, uint64_t max_rto)
+                    unsigned offload, uint16_t mtu, uint64_t max_rto)
 {
     zbuf_ip_link_config_t lc = {.loss = loss, .dup = dup, .reorder = reorder, .delay_ms = 1,
                                 .reorder_ms = 3, .seed = 12345, .copy_to_pool = copy_to_pool,
-                                .csum_offload = offload};
+                                .csum_offload = (offload & ZBUF_IP_DRV_CSUM_OFFLOAD) != 0,
+                                .tso = (offload & ZBUF_IP_DRV_TSO) != 0};
     zh_pair_t p;
     zh_pair_init_mtu(&p, &lc, NULL, mtu);
     struct stream a = {.tx_salt = 1, .rx_salt = 2, .total = mib << 20};
@@ -179,6 +181,12 @@ static void bulk_ex(double loss, double dup, double reorder, bool copy_to_pool, 
                  (unsigned long long)(z1.bytes_copied - z0.bytes_copied));
     if (loss > 0)
         cr_assert_gt(sa.tcp_retransmits + sb.tcp_retransmits, 0);
+    /* With segmentation offload, a packet stands for several segments:
+     * bulk data goes in far fewer frames than segments. */
+    uint64_t segs = sa.tcp_tx_segs + sb.tcp_tx_segs;
+    if (offload & ZBUF_IP_DRV_TSO)
+        cr_assert_lt(ls.frames * 4, segs, "%llu frames for %llu segments",
+                     (unsigned long long)ls.frames, (unsigned long long)segs);
     cr_assert_leq(sa.tcp_rto + sb.tcp_rto, max_rto, "%llu timeouts",
                   (unsigned long long)(sa.tcp_rto + sb.tcp_rto));
 
@@ -199,18 +207,36 @@ static void bulk_ex(double loss, double dup, double reorder, bool copy_to_pool, 
 static void bulk(double loss, double dup, double reorder, bool copy_to_pool, uint64_t mib,
                  uint64_t max_rto)
 {
-    bulk_ex(loss, dup, reorder, copy_to_pool, mib, false, 0, max_rto);
+    bulk_ex(loss, dup, reorder, copy_to_pool, mib, 0, 0, max_rto);
 }
 
 Test(bulk, checksum_offload_link_8mib_each_way)
 {
-    bulk_ex(0.01, 0, 0.01, false, 8, true, 0, 3);
+    bulk_ex(0.01, 0, 0.01, false, 8, ZBUF_IP_DRV_CSUM_OFFLOAD, 0, 3);
+}
+
+/* Segmentation offload at the default MTU (1500): one packet carries up to
+ * 45 segments, a lost packet takes all of them, and what is resent goes a
+ * segment at a time. */
+Test(bulk, segmentation_offload_link_clean_and_lossy_16mib_each_way)
+{
+    bulk_ex(0, 0, 0, false, 16, ZBUF_IP_DRV_TSO, 0, 0);
+    bulk_ex(0.01, 0.01, 0.01, false, 16, ZBUF_IP_DRV_TSO, 0, 4);
+    bulk_ex(0.02, 0, 0.02, false, 16, ZBUF_IP_DRV_TSO | ZBUF_IP_DRV_CSUM_OFFLOAD, 0, 4);
+}
+
+Test(bulk, segmentation_offload_refused_with_nic_emulation)
+{
+    zbuf_ip_link_config_t lc = {.copy_to_pool = true, .tso = true};
+    zbuf_ip_link_t *l = NULL;
+    cr_assert_eq(zbuf_ip_link_create(&lc, &l), -EINVAL);
+    cr_assert_null(l);
 }
 
 Test(bulk, jumbo_and_64k_mtu_with_loss_16mib_each_way)
 {
-    bulk_ex(0.02, 0.01, 0.02, false, 16, false, 9000, 4);
-    bulk_ex(0.02, 0.01, 0.02, false, 16, false, 65535, 4);
+    bulk_ex(0.02, 0.01, 0.02, false, 16, 0, 9000, 4);
+    bulk_ex(0.02, 0.01, 0.02, false, 16, 0, 65535, 4);
 }
 
 Test(bulk, clean_link_32mib_each_way_shared_segments)

@@ -446,3 +446,131 @@ Test(tcp, keepalive_probes_an_idle_peer_and_gives_up_when_it_is_gone)
     ep_fini(&b);
     zh_pair_fini(&p);
 }
+
+/* What a monitor sees of one side's TCP packets on a link with
+ * segmentation offload. */
+struct tso_watch {
+    int side;         /* the sender watched */
+    size_t mss;
+    int runs;         /* packets carrying more than one MSS of payload */
+    int runs_fin;     /* ... of which with FIN */
+    size_t largest;   /* the largest payload seen since the last reset */
+};
+
+static void tso_monitor(void *arg, int side, const zbuf_t *frame)
+{
+    struct tso_watch *w = arg;
+    uint8_t h[14 + 20 + 60];
+    if (side != w->side || zbuf_length(frame) < sizeof h ||
+        zbuf_copyout(frame, 0, h, sizeof h) != (ssize_t)sizeof h || h[12] != 0x08 || h[13] != 0 ||
+        h[14] != 0x45 || h[23] != 6)
+        return;
+    size_t tot = (size_t)h[16] << 8 | h[17];
+    size_t payload = tot - 20 - (size_t)(h[14 + 20 + 12] >> 4) * 4;
+    if (payload > w->largest)
+        w->largest = payload;
+    if (payload > w->mss) {
+        w->runs++;
+        w->runs_fin += (h[14 + 20 + 13] & 0x01) != 0;
+    }
+}
+
+static void free_release(void *data, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    free(data);
+}
+
+static zbuf_t *pattern_zbuf(size_t n, uint32_t salt)
+{
+    uint8_t *b = malloc(n);
+    cr_assert_not_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = zh_pattern(i, salt);
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_buf(z, b, n, free_release, NULL), 0);
+    return z;
+}
+
+static void rx_pattern(ep_t *e, size_t n, uint32_t salt)
+{
+    cr_assert_not_null(e->rx);
+    cr_assert_eq(zbuf_length(e->rx), n, "received %zu bytes, want %zu", zbuf_length(e->rx), n);
+    uint8_t *b = malloc(n);
+    zbuf_copyout(e->rx, 0, b, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(b[i], zh_pattern(i, salt), "byte %zu", i);
+    free(b);
+}
+
+static bool a_has_all(void *arg)
+{
+    struct two *t = arg;
+    return t->a->rx != NULL && zbuf_length(t->a->rx) == 8 * (size_t)1448;
+}
+
+/* On a link with segmentation offload a run of full-sized segments leaves
+ * as one packet, the FIN with the last of them; a lost run is repaired a
+ * segment at a time, every byte delivered once and in order. */
+Test(tcp, segmentation_offload_sends_runs_with_the_fin_and_repairs_them_by_segment)
+{
+    zbuf_ip_link_config_t lc = {.tso = true};
+    zh_pair_t p;
+    zh_pair_init(&p, &lc, NULL);
+    struct tso_watch w = {.side = 0, .mss = 1448};
+    zbuf_ip_link_set_monitor(p.link, tso_monitor, &w);
+    ep_t a = {0}, b = {0};
+    struct two t = {&a, &b};
+    ep_listen(&b, p.b, 80);
+    ep_connect(&a, p.a, ZH_B, 80);
+    cr_assert(zh_pair_run(&p, both_connected, &t, 5000));
+    zbuf_ip_tcp_info_t ia;
+    zbuf_ip_tcp_info(a.pcb, &ia);
+    cr_assert_eq(ia.mss, 1448, "the MSS still comes from the MTU");
+
+    /* Eighteen segments, then the FIN: the initial window (ten segments)
+     * leaves at once as one packet, the other eight wait for its ACK and
+     * then go as one packet with the FIN. */
+    size_t n = 18 * (size_t)ia.mss;
+    cr_assert_eq(zbuf_ip_tcp_write(a.pcb, pattern_zbuf(n, 7)), 0);
+    cr_assert_eq(w.runs, 1, "the initial window left as one packet");
+    cr_assert_eq(w.largest, 10 * (size_t)ia.mss);
+    cr_assert_eq(zbuf_ip_tcp_shutdown(a.pcb), 0);
+    cr_assert(zh_pair_run(&p, b_eof, &t, 5000));
+    rx_pattern(&b, n, 7);
+    cr_assert_eq(w.runs, 2, "%d packets of more than one segment", w.runs);
+    cr_assert_eq(w.runs_fin, 1, "the FIN rides with the last run");
+    zbuf_ip_stats_t sa;
+    zbuf_ip_stats(p.a, &sa);
+    cr_assert_eq(sa.tcp_tx_payload, n);
+    cr_assert_eq(sa.tcp_retransmits, 0);
+    n = 8 * (size_t)ia.mss;
+
+    /* B answers with eight segments in one packet, which is lost. */
+    w = (struct tso_watch){.side = 1, .mss = 1448};
+    zbuf_ip_link_set_impairments(p.link, 1.0, 0, 0);
+    cr_assert_eq(zbuf_ip_tcp_write(b.pcb, pattern_zbuf(n, 9)), 0);
+    zh_pair_run(&p, idle_tcp, NULL, 1);
+    cr_assert_eq(w.runs, 1, "B's answer left as one packet");
+    zbuf_ip_link_set_impairments(p.link, 0, 0, 0);
+    w.largest = 0;
+    cr_assert(zh_pair_run(&p, a_has_all, &t, 10000));
+    rx_pattern(&a, n, 9);
+    zbuf_ip_stats_t sb;
+    zbuf_ip_stats(p.b, &sb);
+    cr_assert_geq(sb.tcp_retransmits, 1);
+    cr_assert_leq(w.largest, ia.mss, "what is resent goes a segment at a time (%zu bytes)",
+                  w.largest);
+    cr_assert_eq(a.errors + b.errors, 0);
+
+    zbuf_ip_tcp_close(b.pcb);
+    zbuf_ip_tcp_close(b.listener);
+    zh_pair_run(&p, idle_tcp, NULL, ZBUF_IP_TCP_TIME_WAIT_MS + 1000);
+    zbuf_ip_tcp_close(a.pcb);
+    cr_assert_eq(tcp_pcbs(p.a) + tcp_pcbs(p.b), 0);
+    ep_fini(&a);
+    ep_fini(&b);
+    zh_pair_fini(&p);
+}

@@ -221,7 +221,8 @@ typedef struct zbuf_ip_stats {
     uint64_t udp_tx;               /**< datagrams sent */
     uint64_t udp_no_port;          /**< datagrams for a port nobody has */
     uint64_t tcp_rx_segs;          /**< TCP segments received (valid headers) */
-    uint64_t tcp_tx_segs;          /**< TCP segments sent */
+    uint64_t tcp_tx_segs;          /**< TCP segments sent (a packet carrying a run of them,
+                                        on a link with #ZBUF_IP_DRV_TSO, counts each) */
     uint64_t tcp_rx_payload;       /**< in-order payload bytes delivered */
     uint64_t tcp_tx_payload;       /**< payload bytes sent, retransmissions included */
     uint64_t tcp_retransmits;      /**< segments sent again (any reason) */
@@ -390,6 +391,22 @@ typedef struct zbuf_ip_driver {
  */
 #define ZBUF_IP_DRV_CSUM_OFFLOAD 0x1u
 
+/**
+ * Driver flag: segmentation offload, as Linux's loopback does it with TSO
+ * on one end and GRO on the other.  TCP may hand this interface one IP
+ * packet of up to 65535 bytes carrying a run of full-sized segments (the
+ * connection's MSS, which the MTU still sets) in place of the run itself,
+ * and the link delivers it to the other end as it is: a receiving stack
+ * takes such a packet as one segment, whatever its MTU.  Only for links
+ * whose both ends set it.  The sender keeps one retransmission record per
+ * segment, so SACK, RACK, the congestion window and zbuf_ip_stats_t's
+ * segment counts see the same segments as without offload, and what is
+ * resent after a loss goes a segment at a time; what is saved is the
+ * per-packet work (headers, checksum set-up, the driver, IP and TCP input,
+ * the ACKs) on both ends.
+ */
+#define ZBUF_IP_DRV_TSO 0x2u
+
 /** Addressing of one interface. */
 typedef struct zbuf_ip_netif_config {
     uint8_t mac[6];     /**< Ethernet address */
@@ -493,6 +510,9 @@ typedef struct zbuf_ip_link_config {
                                an MTU of 2000 or less in this mode) */
     uint32_t pool_bufs;   /**< with @c copy_to_pool: buffers per side (0: 1024) */
     bool csum_offload;    /**< both interfaces get #ZBUF_IP_DRV_CSUM_OFFLOAD */
+    bool tso;             /**< both interfaces get #ZBUF_IP_DRV_TSO (not with
+                               @c copy_to_pool, whose buffers hold 2048 bytes:
+                               zbuf_ip_link_create() says `-EINVAL`) */
 } zbuf_ip_link_config_t;
 
 /** Counters of one link. */
