@@ -37,7 +37,7 @@ rows=$root/build/bench-stack-rows.txt # every run's row, kept for a closer look
 # root; without it the row is left out.
 ns=zbst$$
 if ip netns add "$ns" 2>/dev/null; then
-  trap 'ip netns del "$ns" 2>/dev/null' EXIT INT TERM
+  trap 'ip netns del "zbst$$" 2>/dev/null' EXIT INT TERM
   ip -n "$ns" link set lo mtu 1500 up || ns=
 else
   echo "==> loopback-cubic-mtu1500 skipped: cannot make a network namespace here (needs root)" >&2
