@@ -279,6 +279,7 @@ struct zbuf_uring_bufring {
     uint16_t *free_bids;           /* bids not in the ring */
     unsigned nfree;
     unsigned target;               /* buffers to keep in the ring (adapts to the traffic) */
+    size_t hot_bytes;              /* the most bytes of buffers per receiving socket (ring.c) */
     uint64_t seen_consumed;        /* st.consumed / st.empty at the last adaptation */
     uint64_t seen_empty;
     unsigned armed;                /* sockets' receive requests on it in the kernel */

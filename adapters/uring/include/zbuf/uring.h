@@ -458,9 +458,12 @@ typedef struct zbuf_uring_bufring_stats {
  *
  * The ring holds only as many buffers as the traffic needs (a quarter more
  * than the kernel took between two runs, twice as many after it ran dry,
- * at least 32), and never more than 256 KiB of buffers (or 4 where 4 are
- * more) for each socket receiving with it: the pool gives back its most recently returned buffers first, still in
- * the cache, so the kernel's copy lands in warm memory.  What does not fit
+ * at least 32), and never more bytes of buffers than the core's L2 cache
+ * (`sysconf(_SC_LEVEL2_CACHE_SIZE)`, within 256 KiB and 4 MiB; 1 MiB where
+ * it does not say), or 4 buffers where 4 are more, for each socket
+ * receiving with it: the pool gives back its most recently returned
+ * buffers first, still in the cache, so the kernel's copy lands in warm
+ * memory.  What does not fit
  * waits in the socket until the next run refills the ring.
  *
  * A received zbuf keeps its buffer until it is deleted, also while it waits
