@@ -53,6 +53,12 @@ static uint64_t fz_clock(void *arg)
 
 static void (*fz_tx_hook)(const zbuf_t *frame);
 
+/* The interface's driver flags (a harness built with -DFZ_DRV_FLAGS=...
+ * runs with segmentation offload, say). */
+#ifndef FZ_DRV_FLAGS
+#define FZ_DRV_FLAGS 0u
+#endif
+
 static int fz_tx(void *ctx, zbuf_t *frame)
 {
     (void)ctx;
@@ -115,7 +121,7 @@ static zbuf_ip_stack_t *fz_stack_with(const zbuf_ip_config_t *c, zbuf_ip_netif_t
     zbuf_ip_netif_config_t nc = {.addr = FZ_ADDR, .prefix_len = 24,
                                  .gateway = ZBUF_IP_ADDR(192, 0, 2, 254)};
     memcpy(nc.mac, fz_mac, 6);
-    zbuf_ip_driver_t drv = {.transmit = fz_tx, .rx_pool = fz_rx_pool()};
+    zbuf_ip_driver_t drv = {.transmit = fz_tx, .rx_pool = fz_rx_pool(), .flags = FZ_DRV_FLAGS};
     if (zbuf_ip_netif_add(s, &nc, &drv, NULL, nif) != 0)
         abort();
     return s;
