@@ -42,6 +42,7 @@
 
 #include "uring_internal.h"
 #include "uring_compat.h"
+#include "ring_hot.h"
 
 #define RING(u) ((struct io_uring *)(u)->ring)
 
@@ -755,36 +756,6 @@ static void ring_sock_stats(const struct zbuf_uring_sock *s, zbuf_uring_sock_sta
 
 /* ---------------------------------------------------------- buffer rings */
 
-/*
- * The most bytes of buffers the ring holds per receiving socket, unless
- * ZU_RING_FEW buffers are more: what the core's own cache (L2) keeps while
- * the kernel copies into them, as the C library reports it, within
- * ZU_RING_HOT_MIN..ZU_RING_HOT_MAX (ZU_RING_HOT_DEFAULT where it does not
- * say).  A deeper ring receives more per completion, but into buffers that
- * left the cache, and the copy then costs several times as much (measured
- * for 16 KiB TCP buffers: a ring grown to 300 buffers copied at a quarter
- * of the speed).  A shallower one runs dry at every completion of a busy
- * stream (a bundle takes every buffer the ring has), and each time costs a
- * re-armed receive and one more io_uring_enter(), whose bytes wait in the
- * socket meanwhile.  On a core with 1 MiB of L2, TCP receives with a
- * 1 MiB bound took 1.23x to 1.46x less CPU per byte than with 256 KiB,
- * and 4 MiB was worse again (docs/benchmarks.md, io_uring).
- */
-#define ZU_RING_HOT_MIN (256u << 10)
-#define ZU_RING_HOT_MAX (4u << 20)
-#define ZU_RING_HOT_DEFAULT (1u << 20)
-#define ZU_RING_FEW 4
-
-static size_t ring_hot_bytes(void)
-{
-    long l2 = -1;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    size_t v = l2 > 0 ? (size_t)l2 : ZU_RING_HOT_DEFAULT;
-    return v < ZU_RING_HOT_MIN ? ZU_RING_HOT_MIN : v > ZU_RING_HOT_MAX ? ZU_RING_HOT_MAX : v;
-}
-
 static int ring_bufring_init(zbuf_uring_bufring_t *br)
 {
     zbuf_uring_t *u = br->u;
@@ -822,7 +793,7 @@ static int ring_bufring_init(zbuf_uring_bufring_t *br)
     }
     br->ring = mem;
     br->ring_bytes = bytes;
-    br->hot_bytes = ring_hot_bytes();
+    br->hot_bytes = zu_ring_hot_bytes();
     for (unsigned i = 0; i < br->entries; i++)
         br->free_bids[i] = (uint16_t)(br->entries - 1 - i);
     br->nfree = br->entries;
@@ -860,6 +831,8 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
  * several times the CPU per byte for 16 KiB datagrams).
  */
 #define ZU_RING_MIN 32
+/* A ring may always hold this many buffers, however large. */
+#define ZU_RING_FEW 4
 /* The deepest the ring may grow: hot_bytes of buffers (at least
  * ZU_RING_FEW) for each socket receiving with it (armed, or waiting for
  * buffers: sockets sharing a ring each need their share at once), at most

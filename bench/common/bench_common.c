@@ -64,21 +64,30 @@ void bench_die(const char *what, int err)
     exit(1);
 }
 
-void bench_write_port(int fd, const char *path)
+void bench_write_ports(const int *fds, unsigned n, const char *path)
 {
     if (path == NULL)
         return;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
-        bench_die("getsockname", errno);
-    /* sin_port and sin6_port sit at the same offset. */
-    unsigned port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (f == NULL || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+    if (f == NULL)
+        bench_die(tmp, errno);
+    for (unsigned i = 0; i < n; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(fds[i], (struct sockaddr *)&ss, &sl) != 0)
+            bench_die("getsockname", errno);
+        /* sin_port and sin6_port sit at the same offset. */
+        fprintf(f, "%s%u", i ? "," : "", ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    }
+    if (fputc('\n', f) == EOF || fclose(f) != 0 || rename(tmp, path) != 0)
         bench_die(path, errno);
+}
+
+void bench_write_port(int fd, const char *path)
+{
+    bench_write_ports(&fd, 1, path);
 }
 
 int bench_tcp_cc(int fd, const char *cc)

@@ -27,6 +27,8 @@ _Noreturn void bench_die(const char *what, int err);
  * for the file never reads half of it.  Nothing when path is NULL; dies on
  * failure. */
 void bench_write_port(int fd, const char *path);
+/* The same for n sockets: their ports on one line, separated by commas. */
+void bench_write_ports(const int *fds, unsigned n, const char *path);
 /* Give the TCP socket fd the congestion control named cc (nothing when cc
  * is NULL or empty), as setsockopt(TCP_CONGESTION) does: 0, or its errno
  * (ENOENT: no such algorithm; EPERM: not allowed to this user).  The

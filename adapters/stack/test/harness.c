@@ -222,6 +222,25 @@ int zh_input_loaned(zh_single_t *u, const uint8_t *frame, size_t len, int *relea
     return zbuf_ip_netif_input(u->nif, z);
 }
 
+static void free_release(void *data, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    free(data);
+}
+
+zbuf_t *zh_pattern_zbuf(uint64_t off, size_t n, uint32_t salt)
+{
+    uint8_t *b = malloc(n);
+    cr_assert_not_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = zh_pattern(off + i, salt);
+    zbuf_t *z;
+    cr_assert_eq(zbuf_create(&z), 0);
+    cr_assert_eq(zbuf_append_buf(z, b, n, free_release, NULL), 0);
+    return z;
+}
+
 void zh_learn_b(zh_single_t *u)
 {
     static const uint8_t bc[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};

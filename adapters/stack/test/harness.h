@@ -124,4 +124,8 @@ static inline uint8_t zh_pattern(uint64_t off, uint32_t salt)
     return (uint8_t)(x >> (8 * (off & 7)));
 }
 
+/* A zbuf of one enrolled heap buffer holding zh_pattern(off + i, salt) for
+ * i < n (n > 0), freed by its release callback. */
+zbuf_t *zh_pattern_zbuf(uint64_t off, size_t n, uint32_t salt);
+
 #endif

@@ -840,13 +840,6 @@ struct xfer {
     uint64_t stop_at; /* cond: rx_bytes reached this */
 };
 
-static void xfer_release(void *data, size_t size, void *arg)
-{
-    (void)size;
-    (void)arg;
-    free(data);
-}
-
 static bool xfer_connected(void *arg)
 {
     return ((struct xfer *)arg)->tx.connected > 0;
@@ -859,13 +852,7 @@ static bool xfer_pump(void *arg)
         size_t n = x->total - x->written < 16384 ? (size_t)(x->total - x->written) : 16384;
         if (zbuf_ip_tcp_sndbuf(x->tx.pcb) < n)
             break;
-        uint8_t *b = malloc(n);
-        for (size_t i = 0; i < n; i++)
-            b[i] = zh_pattern(x->written + i, 77);
-        zbuf_t *z;
-        zbuf_create(&z);
-        cr_assert_eq(zbuf_append_buf(z, b, n, xfer_release, NULL), 0);
-        cr_assert_eq(zbuf_ip_tcp_write(x->tx.pcb, z), 0);
+        cr_assert_eq(zbuf_ip_tcp_write(x->tx.pcb, zh_pattern_zbuf(x->written, n, 77)), 0);
         x->written += n;
     }
     return x->rx.rx_bytes >= x->stop_at;

@@ -475,25 +475,6 @@ static void tso_monitor(void *arg, int side, const zbuf_t *frame)
     }
 }
 
-static void free_release(void *data, size_t size, void *arg)
-{
-    (void)size;
-    (void)arg;
-    free(data);
-}
-
-static zbuf_t *pattern_zbuf(size_t n, uint32_t salt)
-{
-    uint8_t *b = malloc(n);
-    cr_assert_not_null(b);
-    for (size_t i = 0; i < n; i++)
-        b[i] = zh_pattern(i, salt);
-    zbuf_t *z;
-    cr_assert_eq(zbuf_create(&z), 0);
-    cr_assert_eq(zbuf_append_buf(z, b, n, free_release, NULL), 0);
-    return z;
-}
-
 static void rx_pattern(ep_t *e, size_t n, uint32_t salt)
 {
     cr_assert_not_null(e->rx);
@@ -534,7 +515,7 @@ Test(tcp, segmentation_offload_sends_runs_with_the_fin_and_repairs_them_by_segme
      * leaves at once as one packet, the other eight wait for its ACK and
      * then go as one packet with the FIN. */
     size_t n = 18 * (size_t)ia.mss;
-    cr_assert_eq(zbuf_ip_tcp_write(a.pcb, pattern_zbuf(n, 7)), 0);
+    cr_assert_eq(zbuf_ip_tcp_write(a.pcb, zh_pattern_zbuf(0, n, 7)), 0);
     cr_assert_eq(w.runs, 1, "the initial window left as one packet");
     cr_assert_eq(w.largest, 10 * (size_t)ia.mss);
     cr_assert_eq(zbuf_ip_tcp_shutdown(a.pcb), 0);
@@ -551,7 +532,7 @@ Test(tcp, segmentation_offload_sends_runs_with_the_fin_and_repairs_them_by_segme
     /* B answers with eight segments in one packet, which is lost. */
     w = (struct tso_watch){.side = 1, .mss = 1448};
     zbuf_ip_link_set_impairments(p.link, 1.0, 0, 0);
-    cr_assert_eq(zbuf_ip_tcp_write(b.pcb, pattern_zbuf(n, 9)), 0);
+    cr_assert_eq(zbuf_ip_tcp_write(b.pcb, zh_pattern_zbuf(0, n, 9)), 0);
     zh_pair_run(&p, idle_tcp, NULL, 1);
     cr_assert_eq(w.runs, 1, "B's answer left as one packet");
     zbuf_ip_link_set_impairments(p.link, 0, 0, 0);

@@ -82,10 +82,10 @@
 #include <zbuf/sock.h>
 #include <zbuf/uring.h>
 
+#include "bench_common.h"
+
 /* -n: at most this many UDP sockets on the receive side. */
 #define MAX_SOCKS 1024
-
-#include "bench_common.h"
 
 _Noreturn static void usage(void)
 {
@@ -112,7 +112,7 @@ static struct {
     bool cold;
     size_t zc_min;               /* -z: the sockets' zc_min (0: the default) */
     const char *cc;              /* -C: TCP congestion control (NULL: the system's) */
-    unsigned nsocks;             /* -n: UDP sockets of the receiver (recv, blast) */
+    unsigned nsocks;             /* -n: UDP sockets of the receiver (recv) */
 } opt = { .mode = "uring", .size = 65536, .seconds = 2, .nsocks = 1 };
 
 static void bufsize(int fd, int which, int n)
@@ -422,33 +422,9 @@ static double user_s(void)
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
 }
 
-/* The ports of the receiver's UDP sockets, comma-separated, written to
- * `path` (through a rename, as bench_write_port() does, so that a reader
- * never sees half of it). */
-static void write_ports(const int *fds, unsigned n, const char *path)
-{
-    if (path == NULL)
-        return;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        bench_die(tmp, errno);
-    for (unsigned i = 0; i < n; i++) {
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof sa;
-        if (getsockname(fds[i], (struct sockaddr *)&sa, &sl) != 0)
-            bench_die("getsockname", errno);
-        fprintf(f, "%s%u", i ? "," : "", ntohs(sa.sin_port));
-    }
-    fputc('\n', f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        bench_die(path, errno);
-}
-
 static int role_recv(int port)
 {
-    int fd, fds[MAX_SOCKS];
+    int fds[MAX_SOCKS]; /* fds[0]: the TCP connection, or the first UDP socket */
     unsigned nfds = 1;
     if (opt.udp) {
         /* -n N: N sockets, the first on `port`, the others on ports of the
@@ -459,16 +435,15 @@ static int role_recv(int port)
             fds[i] = bound(SOCK_DGRAM, i == 0 ? port : 0);
             bufsize(fds[i], SO_RCVBUF, opt.sockbuf > 0 ? opt.sockbuf : 8 << 20);
         }
-        write_ports(fds, nfds, opt.portfile);
-        fd = fds[0];
+        bench_write_ports(fds, nfds, opt.portfile);
     } else {
         int l = bound(SOCK_STREAM, port);
         bufsize(l, SO_RCVBUF, opt.sockbuf);
         if (listen(l, 1) != 0)
             bench_die("listen", errno);
         bench_write_port(l, opt.portfile);
-        fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
+        fds[0] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        if (fds[0] < 0)
             bench_die("accept", errno);
         close(l);
     }
@@ -491,7 +466,6 @@ static int role_recv(int port)
     zbuf_uring_bufring_t *br;
     if ((rc = zbuf_uring_bufring_create(u, pool, 0, &br)) < 0)
         bench_die("zbuf_uring_bufring_create", rc);
-    fds[0] = fd;
     zbuf_uring_sock_t *socks[MAX_SOCKS];
     struct rcount c = { 0 };
     for (unsigned i = 0; i < nfds; i++) {
@@ -593,10 +567,7 @@ static int role_blast(const char *host, const char *ports)
         }
         free(buf);
         close(fd);
-        result("blast", bytes, 0, opt.seconds, 0, "");
-        return 0;
-    }
-    {
+    } else {
         int fd = connected(SOCK_STREAM, host, atoi(ports));
         int mfd = memfd_create("bench_uring", 0);
         size_t chunk = 4u << 20;

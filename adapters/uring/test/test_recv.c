@@ -19,6 +19,7 @@
 #include <zbuf/uring.h>
 
 #include "ut.h"
+#include "../ring_hot.h"
 
 ZT_SUITE(recv);
 
@@ -144,15 +145,11 @@ static void hot_cb(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring_
     ut_sink_cb(s, n, z, rx, &h->k);
 }
 
-/* The ring's bound per receiving socket, in buffers of 16 KiB: the
- * core's L2 cache as the C library reports it, within 256 KiB..4 MiB
- * (1 MiB where it does not say), as ring.c has it. */
+/* The ring's bound per receiving socket, in buffers of 16 KiB (the core's
+ * L2 cache, ring_hot.h). */
 static unsigned hot_bufs_16k(void)
 {
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    size_t v = l2 > 0 ? (size_t)l2 : 1u << 20;
-    v = v < (256u << 10) ? 256u << 10 : v > (4u << 20) ? 4u << 20 : v;
-    return (unsigned)(v / 16384);
+    return (unsigned)(zu_ring_hot_bytes() / 16384);
 }
 
 /* An application that deletes each zbuf at once gets its bytes in a few
