@@ -9,7 +9,9 @@
 # Environment: RUNS (repetitions, default 5), DUR (seconds per run, default
 # 1), SIZES (TCP message sizes of the send table), UDP_SIZES, TCP_BUFS
 # (receive tables), UDP_SOCKS (how many UDP sockets share the receiver's
-# ring, a sweep), UDP_SOCKS_SIZE (their datagram size), ONLY (send, recv or calib: just that part), SEND_MODES
+# ring, a sweep), UDP_SOCKS_SIZE (their datagram size), UDP_RATES (UDP
+# datagrams per second of a paced sender, a sweep), UDP_RATE_SIZE (their
+# size), ONLY (send, recv or calib: just that part), SEND_MODES
 # (the send modes to run, e.g. "copy sock"; default all of them), TCP_CC
 # (the congestion control of every TCP socket, default cubic: BBR's pacing
 # slows a fast loopback sender, and the faster the mode the more).
@@ -35,11 +37,13 @@ UDP_SIZES=${UDP_SIZES:-"64 256 1024 4096 16384 60000"}
 TCP_BUFS=${TCP_BUFS:-"4096 16384 65536"}
 UDP_SOCKS=${UDP_SOCKS:-"1 4 16 64 256"}
 UDP_SOCKS_SIZE=${UDP_SOCKS_SIZE:-1024}
+UDP_RATES=${UDP_RATES:-"20000 100000 200000"}
+UDP_RATE_SIZE=${UDP_RATE_SIZE:-1024}
 ONLY=${ONLY:-all}
 TCP_CC=${TCP_CC:-cubic}
 if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
-  UDP_SOCKS="1 64"
+  UDP_SOCKS="1 64" UDP_RATES="20000 200000"
 fi
 SEND_MODES=${SEND_MODES:-"copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"}
 
@@ -125,7 +129,7 @@ recv_pair() {
   return 0
 }
 
-want recv && echo "==> receive side: UDP sizes: $UDP_SIZES; UDP sockets: $UDP_SOCKS ($UDP_SOCKS_SIZE B); TCP buffers: $TCP_BUFS" >&2
+want recv && echo "==> receive side: UDP sizes: $UDP_SIZES; UDP sockets: $UDP_SOCKS ($UDP_SOCKS_SIZE B); UDP rates: $UDP_RATES ($UDP_RATE_SIZE B); TCP buffers: $TCP_BUFS" >&2
 want recv && for run in $(seq 1 "$RUNS"); do
   for size in $UDP_SIZES; do
     for m in $recv_modes; do recv_pair udp "$run" "$m" "$size" -u; done
@@ -133,6 +137,12 @@ want recv && for run in $(seq 1 "$RUNS"); do
   # Many sockets into one ring, the sender addressing them in turn.
   for n in $UDP_SOCKS; do
     for m in $recv_modes; do recv_pair udpn "$run" "$m" "$UDP_SOCKS_SIZE" -u -n "$n"; done
+  done
+  # A paced sender: the same evenly spaced arrivals for both receivers.
+  # The fewer datagrams each wake-up finds, the more of the receiver's CPU
+  # is the wake-up itself, which both paths pay alike.
+  for rate in $UDP_RATES; do
+    for m in $recv_modes; do recv_pair udpr "$run" "$m" "$UDP_RATE_SIZE" -u -r "$rate"; done
   done
   for size in $TCP_BUFS; do
     for m in $recv_modes; do recv_pair tcp "$run" "$m" "$size"; done

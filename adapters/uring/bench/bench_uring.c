@@ -29,10 +29,14 @@
  *       provided buffer ring fed from the pool).  -n N: N UDP sockets, all
  *       into the one pool (the portfile then lists their ports, with
  *       commas).
- *   bench_uring blast -s size -t seconds [-u] host port[,port...]
+ *   bench_uring blast -s size -t seconds [-u [-r rate]] host port[,port...]
  *       The cheapest sender for receive measurements: TCP sendfile() of a
  *       memfd, or UDP sendmmsg() of 64 datagrams of `size` per call, to
- *       the ports in turn when there are several.
+ *       the ports in turn when there are several.  -r: UDP datagrams per
+ *       second, evenly spaced (the sender spins between them), instead of
+ *       as many as it can: both receivers then see the same arrivals, and
+ *       the receiver's CPU per datagram no longer depends on how fast the
+ *       sender happened to be.
  *   bench_uring dsend -m MODE -s size -t seconds [-c] host port
  *       UDP sender for a destination behind a dummy interface (the script
  *       makes one in a network namespace of its own): the kernel frees each
@@ -59,7 +63,8 @@
  * recv role's extras: user= (the user part of C), the socket's re-armed
  * receives and ENOBUFS stops, the engine's io_uring_enter calls (or
  * epoll_wait calls), completions (or events) and wake-ups during the run,
- * and the ring's buffers at the end and times it ran dry.
+ * and the ring's buffers at the end and times it ran dry, and the -r
+ * given to it (the script passes the sender's rate to both, 0: flood).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -94,7 +99,7 @@ _Noreturn static void usage(void)
             "       bench_uring send -m MODE -s size -t seconds [-b sockbuf] host port\n"
             "       bench_uring recv -m epoll|uring -s size -t seconds [-b rcvbuf] [-p portfile] "
             "[-u [-n sockets]] port\n"
-            "       bench_uring blast -s size -t seconds [-u] host port[,port...]\n"
+            "       bench_uring blast -s size -t seconds [-u [-r rate]] host port[,port...]\n"
             "       bench_uring dsend -m MODE -s size -t seconds host port\n"
             "       bench_uring memcpy -s size\n"
             "       bench_uring probe\n"
@@ -113,6 +118,7 @@ static struct {
     size_t zc_min;               /* -z: the sockets' zc_min (0: the default) */
     const char *cc;              /* -C: TCP congestion control (NULL: the system's) */
     unsigned nsocks;             /* -n: UDP sockets of the receiver (recv) */
+    double rate;                 /* -r: UDP datagrams per second of blast (0: flood) */
 } opt = { .mode = "uring", .size = 65536, .seconds = 2, .nsocks = 1 };
 
 static void bufsize(int fd, int which, int n)
@@ -498,11 +504,11 @@ static int role_recv(int port)
     char extra[256];
     snprintf(extra, sizeof extra,
              "user=%.4f rearms=%llu nobufs=%llu enters=%llu cqes=%llu wakes=%llu in_ring=%llu "
-             "empty=%llu socks=%u",
+             "empty=%llu socks=%u rate=%.0f",
              usr, (unsigned long long)st.recv_rearms, (unsigned long long)st.recv_nobufs,
              (unsigned long long)(e1.enters - e0.enters), (unsigned long long)(e1.cqes - e0.cqes),
              (unsigned long long)(e1.wakes - e0.wakes), (unsigned long long)bs.in_ring,
-             (unsigned long long)bs.empty, nfds);
+             (unsigned long long)bs.empty, nfds, opt.rate);
     result("recv", c.bytes - b0, c.msgs - m0, secs, cpu, extra);
     for (unsigned i = 0; i < nfds; i++)
         zbuf_uring_sock_close(socks[i], 0, NULL, NULL);
@@ -555,15 +561,29 @@ static int role_blast(const char *host, const char *ports)
         for (int i = 0; i < 64; i++)
             mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
         unsigned next = 0;
+        double t0 = bench_now_s();
+        uint64_t sent = 0;
         while (bench_now_s() < end) {
+            /* Flooding: 64 per call.  Paced (-r): whatever is due by now
+             * (one, unless the sender fell behind), spinning until the
+             * next one is due, so that datagrams arrive evenly spaced. */
+            int k = 64;
+            if (opt.rate > 0) {
+                double due = (bench_now_s() - t0) * opt.rate - (double)sent;
+                if (due < 1)
+                    continue;
+                k = due < 64 ? (int)due : 64;
+            }
             if (nto > 1)
-                for (int i = 0; i < 64; i++, next = (next + 1) % nto) {
+                for (int i = 0; i < k; i++, next = (next + 1) % nto) {
                     mm[i].msg_hdr.msg_name = &to[next];
                     mm[i].msg_hdr.msg_namelen = sizeof to[next];
                 }
-            int r = sendmmsg(fd, mm, 64, 0);
-            if (r > 0)
+            int r = sendmmsg(fd, mm, (unsigned)k, 0);
+            if (r > 0) {
                 bytes += (uint64_t)r * opt.size;
+                sent += (uint64_t)r;
+            }
         }
         free(buf);
         close(fd);
@@ -629,7 +649,7 @@ int main(int argc, char **argv)
     const char *role = argv[1];
     int o;
     optind = 2;
-    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:")) != -1) {
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:r:")) != -1) {
         switch (o) {
         case 'm': opt.mode = optarg; break;
         case 's': opt.size = strtoul(optarg, NULL, 0); break;
@@ -641,6 +661,7 @@ int main(int argc, char **argv)
         case 'z': opt.zc_min = strtoul(optarg, NULL, 0); break;
         case 'C': opt.cc = optarg; break;
         case 'n': opt.nsocks = (unsigned)strtoul(optarg, NULL, 0); break;
+        case 'r': opt.rate = atof(optarg); break;
         default: usage();
         }
     }

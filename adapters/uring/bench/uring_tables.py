@@ -29,6 +29,10 @@ for line in open(sys.argv[1]):
         # The sockets sweep: its rows are keyed by the number of sockets.
         kv['dgram'] = kv['size']
         kv['size'] = int(kv['socks'])
+    if kv['kind'] == 'udpr':
+        # The paced sweep: keyed by the sender's datagrams per second.
+        kv['dgram'] = kv['size']
+        kv['size'] = int(float(kv['rate']))
     rows.append(kv)
 
 
@@ -215,11 +219,20 @@ if sizes('send'):
         print(f"| {human(s)} | " + " | ".join(cells) + " |")
     print()
 
-udpn_dgram = {r['dgram'] for r in rows if r['kind'] == 'udpn'}
+
+
+def dgrams(kind):
+    d = {r['dgram'] for r in rows if r['kind'] == kind}
+    return '/'.join(human(x) for x in sorted(d)) + ' datagrams'
+
+
 udpn_title = ('Receive side, UDP, sockets sharing one ring (sender addresses them in turn, '
-              + '/'.join(human(d) for d in sorted(udpn_dgram)) + ' datagrams)')
+              + dgrams('udpn') + ')')
+udpr_title = ('Receive side, UDP from a paced sender (evenly spaced, the same arrivals for '
+              'both receivers, ' + dgrams('udpr') + ')')
 for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods with sendmmsg)', 'datagram'),
                           ('udpn', udpn_title, 'sockets'),
+                          ('udpr', udpr_title, 'datagrams/s sent'),
                           ('tcp', 'Receive side, TCP (sender uses sendfile)', 'pool buffer')):
     if not sizes(kind):
         continue
@@ -229,14 +242,15 @@ for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods wi
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in sizes(kind):
         r = ratio(kind, s, 'uring', 'epoll', 'cpumb')
-        key = str(s) if kind == 'udpn' else human(s)
+        key = str(s) if kind in ('udpn', 'udpr') else human(s)
         print(f"| {key} | {num(med(kind, s, 'epoll', 'msgs'))} | "
               f"{num(med(kind, s, 'uring', 'msgs'))} | {num(med(kind, s, 'epoll', 'cpumb'))} | "
               f"{num(med(kind, s, 'uring', 'cpumb'))} | {r:.2f}x | "
               f"{iqr(kind, s, 'uring', 'epoll', 'cpumb')} |")
         if r == r:
             what = (f"UDP {human(s)}" if kind == 'udp' else
-                    f"UDP, {s} sockets" if kind == 'udpn' else f"TCP, {human(s)} buffers")
+                    f"UDP, {s} sockets" if kind == 'udpn' else
+                    f"UDP, {s} datagrams/s sent" if kind == 'udpr' else f"TCP, {human(s)} buffers")
             targets.append((f"provided-buffer receive >= 1.2x recvmmsg (MB per CPU-s), "
                             f"{what}", r, r >= 1.2))
     print()
