@@ -220,7 +220,6 @@ if sizes('send'):
     print()
 
 
-
 def dgrams(kind):
     d = {r['dgram'] for r in rows if r['kind'] == kind}
     return '/'.join(human(x) for x in sorted(d)) + ' datagrams'
