@@ -282,8 +282,6 @@ static void send_dgrams(struct zbuf_uring_sock *s)
     }
 }
 
-/* Read while the socket has bytes, the application wants them and the
- * pool has buffers; at most ZE_READS times (then it is dirty again). */
 /*
  * How many pool buffers the next receive of `s` takes, given that it may
  * take at most `most`.  Every call takes its buffers before it knows how
@@ -303,6 +301,8 @@ static void rx_filled(struct zbuf_uring_sock *s, unsigned want, unsigned filled)
     s->rx_want = filled >= want ? 2 * want : filled > 0 ? filled : 1;
 }
 
+/* Read while the socket has bytes, the application wants them and the
+ * pool has buffers; at most ZE_READS times (then it is dirty again). */
 static void do_recv(struct zbuf_uring_sock *s)
 {
     zbuf_uring_bufring_t *br = s->br;
