@@ -1246,6 +1246,7 @@ static void dispatch(zbuf_uring_t *u, const struct io_uring_cqe *cqe)
             dgram_cqe(u, op, cqe);
         break;
     case ZU_OP_RECV:
+        u->rx_reaped++;
         recv_cqe(u, op, cqe);
         break;
     case ZU_OP_RECV_ONCE:
@@ -1270,6 +1271,7 @@ static int reap(zbuf_uring_t *u)
 {
     struct io_uring *r = RING(u);
     int total = 0;
+    u->rx_reaped = 0;
     for (;;) {
         struct io_uring_cqe *cqes[ZU_CQE_BATCH];
         unsigned n = io_uring_peek_batch_cqe(r, cqes, ZU_CQE_BATCH);
@@ -1293,6 +1295,42 @@ static int reap(zbuf_uring_t *u)
     return total;
 }
 
+/*
+ * Completion coalescing, as a network card moderates its interrupts.  When
+ * the previous wait found at least ZU_COALESCE_MIN receive completions, the
+ * traffic is heavy enough that more are coming: the next wait asks the
+ * kernel for as many again (at most ZU_COALESCE_MAX, and no more than the
+ * buffer rings can still fill: a dry ring ends its receives), and gives up
+ * after ZU_COALESCE_NS.  The kernel then runs the receives of several
+ * wake-ups in one io_uring_enter() instead of returning to the engine every
+ * few datagrams.  UDP datagrams of 64 B to 1 KiB under a flooding sender
+ * took half the CPU per byte with it (docs/benchmarks.md, io_uring).  A
+ * completion waits ZU_COALESCE_NS at most, and only under such traffic;
+ * ZBUF_URING_NO_COALESCE turns it off.
+ */
+#define ZU_COALESCE_MIN 16u
+#define ZU_COALESCE_MAX 64u
+#define ZU_COALESCE_NS 50000
+
+static unsigned coalesce_want(const zbuf_uring_t *u)
+{
+    if ((u->opts.flags & ZBUF_URING_NO_COALESCE) || u->rx_reaped < ZU_COALESCE_MIN)
+        return 1;
+    unsigned in_ring = 0;
+    for (const zbuf_uring_bufring_t *br = u->rings; br != NULL; br = br->next)
+        in_ring += (unsigned)br->st.in_ring;
+    unsigned want = u->rx_reaped < ZU_COALESCE_MAX ? u->rx_reaped : ZU_COALESCE_MAX;
+    return want < in_ring ? want : in_ring > 0 ? in_ring : 1;
+}
+
+/* The completions a wait that returned rc brought: their count, or -EINTR
+ * when a signal cut the wait short before any came. */
+static int reap_after(zbuf_uring_t *u, int rc)
+{
+    int n = reap(u);
+    return n > 0 ? n : (rc == -EINTR ? -EINTR : 0);
+}
+
 static int ring_wait(zbuf_uring_t *u, int timeout_ms)
 {
     struct io_uring *r = RING(u);
@@ -1306,10 +1344,25 @@ static int ring_wait(zbuf_uring_t *u, int timeout_ms)
     int rc;
     unsigned sub = u->prepared;
     u->prepared = 0;
+    unsigned want = timeout_ms == 0 ? 1 : coalesce_want(u);
+    struct io_uring_cqe *cqe;
+    if (want > 1 && io_uring_cq_ready(r) < want) {
+        struct __kernel_timespec ts = { .tv_nsec = ZU_COALESCE_NS };
+        rc = io_uring_submit_and_wait_timeout(r, &cqe, want, &ts, NULL);
+        u->st.enters++;
+        u->st.sqes += sub;
+        sub = 0;
+        if (rc == -ETIME)
+            rc = 0;
+        if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
+            return rc;
+        if (io_uring_cq_ready(r) > 0 || rc == -EINTR)
+            return reap_after(u, rc);
+        /* Nothing came: wait as asked. */
+    }
     if (timeout_ms == 0 || io_uring_cq_ready(r) > 0) {
         rc = io_uring_submit_and_get_events(r);
     } else {
-        struct io_uring_cqe *cqe;
         struct __kernel_timespec ts = {
             .tv_sec = timeout_ms / 1000, .tv_nsec = (long long)(timeout_ms % 1000) * 1000000,
         };
@@ -1321,8 +1374,7 @@ static int ring_wait(zbuf_uring_t *u, int timeout_ms)
     u->st.sqes += sub;
     if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
         return rc;
-    int n = reap(u);
-    return n > 0 ? n : (rc == -EINTR ? -EINTR : 0);
+    return reap_after(u, rc);
 }
 
 const struct zu_backend zbuf__uring_ring = {

@@ -315,6 +315,7 @@ struct zbuf_uring {
     bool report_usage;             /* IORING_SEND_ZC_REPORT_USAGE works */
     bool fixed_vectored;           /* SENDMSG_ZC on fixed buffers works */
     unsigned prepared;             /* SQEs prepared and not yet submitted */
+    unsigned rx_reaped;            /* receive completions the last wait brought */
     int notify_fd;                 /* eventfd registered with the ring, or -1 */
     struct zu_op wake_op;
     uint64_t wake_buf;
