@@ -14,7 +14,10 @@
 # size), ONLY (send, recv or calib: just that part), SEND_MODES
 # (the send modes to run, e.g. "copy sock"; default all of them), TCP_CC
 # (the congestion control of every TCP socket, default cubic: BBR's pacing
-# slows a fast loopback sender, and the faster the mode the more).
+# slows a fast loopback sender, and the faster the mode the more),
+# NODELAY_MODES, NODELAY_SIZES, NODELAY_RUNS (a second send pass with
+# TCP_NODELAY, default "copy sock" at 64 B to 4 KiB, 2 x RUNS repetitions;
+# NODELAY_MODES= skips it).
 #
 # Method.  The side under test runs on CPU 0, its peer on CPU 1 (taskset).
 # Send side: every sender mode against the cheapest receiver (recv() with
@@ -46,6 +49,9 @@ if [ "${1:-}" = quick ]; then
   UDP_SOCKS="1 64" UDP_RATES="20000 200000"
 fi
 SEND_MODES=${SEND_MODES:-"copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"}
+NODELAY_MODES=${NODELAY_MODES-"copy sock"}
+NODELAY_SIZES=${NODELAY_SIZES:-"64 256 1024 4096"}
+NODELAY_RUNS=${NODELAY_RUNS:-$(( RUNS * 2 ))}
 
 bench_build bench_uring
 bin=$root/build/bench/adapters/uring/bench/bench_uring
@@ -101,6 +107,23 @@ want send && for run in $(seq 1 "$RUNS"); do
       # kernel's transmit work for queued data depends on timing.
       pcpu=$(sed -n 's/^result .* cpu=\([0-9.]*\).*/\1/p' "$out/peer.txt")
       [ -n "$line" ] && record send "$run" "$line${pcpu:+ peer_cpu=$pcpu}"
+    done
+  done
+done
+
+# The one-send-per-message modes again with TCP_NODELAY (kind sendnd): one
+# segment per send(), so the kernel's work per message is the same for both
+# and their ratio is the adapter's own cost, not Nagle's timing lottery.
+want send && [ -n "$NODELAY_MODES" ] && echo "==> send side with TCP_NODELAY: $NODELAY_MODES, sizes: $NODELAY_SIZES" >&2
+want send && [ -n "$NODELAY_MODES" ] && for run in $(seq 1 "$NODELAY_RUNS"); do
+  for size in $NODELAY_SIZES; do
+    # shellcheck disable=SC2086
+    for m in $(rotate "$run" $NODELAY_MODES); do
+      start_peer sink
+      line=$($me "$bin" send -N -C "$TCP_CC" -m "$m" -s "$size" -t "$DUR" 127.0.0.1 "$port" |
+        grep '^result') || true
+      wait "$pid" || true
+      [ -n "$line" ] && record sendnd "$run" "$line"
     done
   done
 done

@@ -7,7 +7,7 @@
  *   bench_uring sink  [-b sockbuf] [-p portfile] port
  *       TCP: accept one connection, discard with recv(MSG_TRUNC) 1 MiB at a
  *       time until end of stream (the cheapest receiver: the sender limits).
- *   bench_uring send  -m MODE -s size -t seconds [-b sockbuf] [-c] host port
+ *   bench_uring send  -m MODE -s size -t seconds [-b sockbuf] [-c] [-N] host port
  *       TCP sender.  Messages of `size` bytes, each a zbuf sharing one
  *       master buffer (zbuf_dup()), kept queued up to a high-water mark.
  *       MODE: copy            send() of one buffer per message (BSD sockets)
@@ -50,6 +50,10 @@
  *       to see zero copy at every size).
  *   -C name (every role): the congestion control of the TCP sockets
  *       (default: the system's).
+ *   -N (send): TCP_NODELAY on the sender's socket: one segment per send(),
+ *       so that copy and sock do the same kernel work per message (without
+ *       it, how many messages Nagle's algorithm puts in a segment varies
+ *       with the timing of both ends).
  *   bench_uring memcpy -s size
  *       Nanoseconds per byte of memcpy() at that size (cache-cold source),
  *       the copy a zero-copy send saves.
@@ -119,6 +123,7 @@ static struct {
     const char *cc;              /* -C: TCP congestion control (NULL: the system's) */
     unsigned nsocks;             /* -n: UDP sockets of the receiver (recv) */
     double rate;                 /* -r: UDP datagrams per second of blast (0: flood) */
+    bool nodelay;                /* -N: TCP_NODELAY on the sender's socket */
 } opt = { .mode = "uring", .size = 65536, .seconds = 2, .nsocks = 1 };
 
 static void bufsize(int fd, int which, int n)
@@ -308,6 +313,9 @@ static int role_send(const char *host, int port)
     signal(SIGPIPE, SIG_IGN);
     int fd = connected(opt.udp ? SOCK_DGRAM : SOCK_STREAM, host, port);
     bufsize(fd, SO_SNDBUF, opt.sockbuf);
+    int one = 1;
+    if (opt.nodelay && !opt.udp && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        bench_die("TCP_NODELAY", errno);
     if (strcmp(opt.mode, "copy") == 0)
         return send_copy(fd);
     if (strcmp(opt.mode, "sock") == 0)
@@ -649,7 +657,7 @@ int main(int argc, char **argv)
     const char *role = argv[1];
     int o;
     optind = 2;
-    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:r:")) != -1) {
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:r:N")) != -1) {
         switch (o) {
         case 'm': opt.mode = optarg; break;
         case 's': opt.size = strtoul(optarg, NULL, 0); break;
@@ -662,6 +670,7 @@ int main(int argc, char **argv)
         case 'C': opt.cc = optarg; break;
         case 'n': opt.nsocks = (unsigned)strtoul(optarg, NULL, 0); break;
         case 'r': opt.rate = atof(optarg); break;
+        case 'N': opt.nodelay = true; break;
         default: usage();
         }
     }

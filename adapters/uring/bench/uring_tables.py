@@ -220,6 +220,33 @@ if sizes('send'):
     print()
 
 
+if sizes('sendnd'):
+    # The same one-send-per-message modes with TCP_NODELAY: one segment per
+    # send(), so the kernel's work per message is the same for each and
+    # their ratio is what the adapter adds.
+    nms = modes('sendnd')
+    print("#### Send side with TCP_NODELAY (one segment per message): MB per CPU-second of "
+          "the sender, medians, ratio to `copy`\n")
+    print("| message | " + " | ".join(nms) + " | messages per segment |")
+    print("| --- |" + " ---: |" * (len(nms) + 1))
+    for s in sizes('sendnd'):
+        cells = []
+        for m in nms:
+            v = med('sendnd', s, m, 'cpumb')
+            if m == 'copy':
+                cells.append(num(v))
+                continue
+            rr = ratio('sendnd', s, m, 'copy', 'cpumb')
+            cells.append(f"{num(v)} ({rr:.2f}x, IQR {iqr('sendnd', s, m, 'copy', 'cpumb')})")
+            if rr == rr:
+                targets.append((f"{m} / copy with TCP_NODELAY >= 0.95x, {human(s)}", rr,
+                                rr >= 0.95))
+        segs = [x for m in nms for x in vals('sendnd', s, m, 'msgseg').values() if x == x]
+        cells.append(f"{min(segs):.2f} .. {max(segs):.2f}" if segs else "-")
+        print(f"| {human(s)} | " + " | ".join(cells) + " |")
+    print()
+
+
 def dgrams(kind):
     d = {r['dgram'] for r in rows if r['kind'] == kind}
     return '/'.join(human(x) for x in sorted(d)) + ' datagrams'

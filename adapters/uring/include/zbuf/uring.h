@@ -350,7 +350,9 @@ ZBUF_URING_EXPORT zbuf_uring_backend_t zbuf_uring_backend(const zbuf_uring_t *u)
  * to @p timeout_ms for at least one completion (0: does not wait; negative:
  * waits for ever), then handles every completion available, running
  * callbacks and releasing buffers, refills the buffer rings and submits the
- * requests those callbacks queued.
+ * requests those callbacks queued.  Under heavy receive traffic a wait may
+ * go on for up to 50 us after the first completion, to gather more
+ * (#ZBUF_URING_NO_COALESCE, @ref uring_coalesce).
  *
  * @return the number of completions (or epoll events) handled, 0 when the
  *         wait timed out; `-EBUSY` when called from a callback; `-EINTR`
