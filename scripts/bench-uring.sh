@@ -11,7 +11,9 @@
 # (receive tables), UDP_SOCKS (how many UDP sockets share the receiver's
 # ring, a sweep), UDP_SOCKS_SIZE (their datagram size), UDP_RATES (UDP
 # datagrams per second of a paced sender, a sweep), UDP_RATE_SIZE (their
-# size), ONLY (send, recv or calib: just that part), SEND_MODES
+# size), LAT_RATES (the delay from send to callback, at these datagrams
+# per second, 0 for a flooding sender; LAT_RATES= skips it), LAT_SIZE
+# (their size), ONLY (send, recv or calib: just that part), SEND_MODES
 # (the send modes to run, e.g. "copy sock"; default all of them), TCP_CC
 # (the congestion control of every TCP socket, default cubic: BBR's pacing
 # slows a fast loopback sender, and the faster the mode the more),
@@ -42,11 +44,13 @@ UDP_SOCKS=${UDP_SOCKS:-"1 4 16 64 256"}
 UDP_SOCKS_SIZE=${UDP_SOCKS_SIZE:-1024}
 UDP_RATES=${UDP_RATES:-"20000 100000 200000"}
 UDP_RATE_SIZE=${UDP_RATE_SIZE:-1024}
+LAT_RATES=${LAT_RATES-"20000 100000 200000 0"}
+LAT_SIZE=${LAT_SIZE:-1024}
 ONLY=${ONLY:-all}
 TCP_CC=${TCP_CC:-cubic}
 if [ "${1:-}" = quick ]; then
   RUNS=3 DUR=0.5 SIZES="64 1024 65536 1048576" UDP_SIZES="64 1024 16384" TCP_BUFS=16384
-  UDP_SOCKS="1 64" UDP_RATES="20000 200000"
+  UDP_SOCKS="1 64" UDP_RATES="20000 200000" LAT_RATES="200000 0"
 fi
 SEND_MODES=${SEND_MODES:-"copy sock epoll msgzc uring uring-zc uring-zc-fixed msgzc-always uring-zc-always uring-zc-fixed-always"}
 NODELAY_MODES=${NODELAY_MODES-"copy sock"}
@@ -130,6 +134,8 @@ done
 
 recv_modes="epoll"
 [ "$uring_ok" = 1 ] && recv_modes="epoll uring"
+lat_modes="epoll"
+[ "$uring_ok" = 1 ] && lat_modes="epoll uring uring-nc"
 
 # recv_pair KIND RUN MODE SIZE [-u]: a receiver of MODE on our CPU for DUR
 # seconds, the cheapest sender on the other for a second more.
@@ -152,7 +158,7 @@ recv_pair() {
   return 0
 }
 
-want recv && echo "==> receive side: UDP sizes: $UDP_SIZES; UDP sockets: $UDP_SOCKS ($UDP_SOCKS_SIZE B); UDP rates: $UDP_RATES ($UDP_RATE_SIZE B); TCP buffers: $TCP_BUFS" >&2
+want recv && echo "==> receive side: UDP sizes: $UDP_SIZES; UDP sockets: $UDP_SOCKS ($UDP_SOCKS_SIZE B); UDP rates: $UDP_RATES ($UDP_RATE_SIZE B); TCP buffers: $TCP_BUFS; delay at: $LAT_RATES ($LAT_SIZE B)" >&2
 want recv && for run in $(seq 1 "$RUNS"); do
   for size in $UDP_SIZES; do
     for m in $recv_modes; do recv_pair udp "$run" "$m" "$size" -u; done
@@ -169,6 +175,14 @@ want recv && for run in $(seq 1 "$RUNS"); do
   done
   for size in $TCP_BUFS; do
     for m in $recv_modes; do recv_pair tcp "$run" "$m" "$size"; done
+  done
+  # Delay from send to callback (-L: the sender's timestamp in each
+  # datagram), with and without completion coalescing (uring-nc), paced
+  # and flooding (rate 0).
+  for rate in $LAT_RATES; do
+    rflag=()
+    [ "$rate" != 0 ] && rflag=(-r "$rate")
+    for m in $lat_modes; do recv_pair lat "$run" "$m" "$LAT_SIZE" -u -L "${rflag[@]}"; done
   done
 done
 

@@ -43,6 +43,7 @@
 #include "uring_internal.h"
 #include "uring_compat.h"
 #include "ring_hot.h"
+#include "coalesce.h"
 
 #define RING(u) ((struct io_uring *)(u)->ring)
 
@@ -1295,24 +1296,7 @@ static int reap(zbuf_uring_t *u)
     return total;
 }
 
-/*
- * Completion coalescing, as a network card moderates its interrupts.  When
- * the previous wait found at least ZU_COALESCE_MIN receive completions, the
- * traffic is heavy enough that more are coming: the next wait asks the
- * kernel for as many again (at most ZU_COALESCE_MAX, and no more than the
- * buffer rings can still fill: a dry ring ends its receives), and gives up
- * after ZU_COALESCE_NS.  The kernel then runs the receives of several
- * wake-ups in one io_uring_enter() instead of returning to the engine every
- * few datagrams.  UDP datagrams of 64 B to 4 KiB from a flooding sender
- * took 1.8x to 2.1x less CPU per byte with it, on a guest where every
- * system call flushes the TLB (docs/benchmarks.md, io_uring, run 7).  A
- * completion waits ZU_COALESCE_NS at most, and only under such traffic;
- * ZBUF_URING_NO_COALESCE turns it off.
- */
-#define ZU_COALESCE_MIN 16u
-#define ZU_COALESCE_MAX 64u
-#define ZU_COALESCE_NS 50000
-
+/* How many completions the next wait asks for (coalesce.h). */
 static unsigned coalesce_want(const zbuf_uring_t *u)
 {
     if ((u->opts.flags & ZBUF_URING_NO_COALESCE) || u->rx_reaped < ZU_COALESCE_MIN)

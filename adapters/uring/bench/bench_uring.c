@@ -37,6 +37,11 @@
  *       as many as it can: both receivers then see the same arrivals, and
  *       the receiver's CPU per datagram no longer depends on how fast the
  *       sender happened to be.
+ *   -L (blast -u, recv -u): latency.  blast writes the time of sending
+ *       (CLOCK_MONOTONIC, nanoseconds) into the first 8 bytes of each
+ *       datagram; recv reads it back when the callback runs and prints the
+ *       median, 99th and 99.9th percentile of that delay.  recv's MODE may
+ *       then also be uring-nc: io_uring with ZBUF_URING_NO_COALESCE.
  *   bench_uring dsend -m MODE -s size -t seconds [-c] host port
  *       UDP sender for a destination behind a dummy interface (the script
  *       makes one in a network namespace of its own): the kernel frees each
@@ -124,6 +129,7 @@ static struct {
     unsigned nsocks;             /* -n: UDP sockets of the receiver (recv) */
     double rate;                 /* -r: UDP datagrams per second of blast (0: flood) */
     bool nodelay;                /* -N: TCP_NODELAY on the sender's socket */
+    bool latency;                /* -L: timestamped datagrams (blast), their delay (recv) */
 } opt = { .mode = "uring", .size = 65536, .seconds = 2, .nsocks = 1 };
 
 static void bufsize(int fd, int which, int n)
@@ -410,7 +416,36 @@ static int role_send(const char *host, int port)
 struct rcount {
     uint64_t bytes, msgs;
     bool end;
+    bool timing;       /* -L and the clock runs: record delays */
+    uint32_t *lat;     /* delays in ns, up to nlat_max */
+    size_t nlat, nlat_max;
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* " lat_p50=.. lat_p99=.. lat_p999=.. lat_n=.." (us) of c's delays. */
+static void lat_summary(struct rcount *c, char *out, size_t cap)
+{
+    if (c->nlat == 0) {
+        out[0] = '\0';
+        return;
+    }
+    qsort(c->lat, c->nlat, sizeof *c->lat, cmp_u32);
+    size_t n = c->nlat;
+    snprintf(out, cap, " lat_p50=%.1f lat_p99=%.1f lat_p999=%.1f lat_n=%zu",
+             c->lat[n / 2] / 1e3, c->lat[n * 99 / 100] / 1e3, c->lat[n * 999 / 1000] / 1e3, n);
+}
 
 static void on_recv(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring_rx_t *rx,
                     void *arg)
@@ -424,6 +459,11 @@ static void on_recv(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_uring
     }
     c->bytes += (uint64_t)n;
     c->msgs++;
+    uint64_t sent;
+    if (c->timing && c->nlat < c->nlat_max && zbuf_copyout(z, 0, &sent, sizeof sent) == 8) {
+        uint64_t d = now_ns() - sent;
+        c->lat[c->nlat++] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+    }
     zbuf_delete(z); /* the buffer goes back to the pool */
 }
 
@@ -463,7 +503,9 @@ static int role_recv(int port)
     }
     zbuf_uring_opts_t eo;
     zbuf_uring_opts_init(&eo);
-    eo.flags = strcmp(opt.mode, "uring") == 0 ? ZBUF_URING_NO_FALLBACK : ZBUF_URING_FORCE_EPOLL;
+    eo.flags = strncmp(opt.mode, "uring", 5) == 0 ? ZBUF_URING_NO_FALLBACK : ZBUF_URING_FORCE_EPOLL;
+    if (strcmp(opt.mode, "uring-nc") == 0)
+        eo.flags |= ZBUF_URING_NO_COALESCE;
     zbuf_uring_t *u;
     int rc = zbuf_uring_create(&eo, &u);
     if (rc < 0)
@@ -495,6 +537,12 @@ static int role_recv(int port)
     zbuf_uring_get_stats(u, &e0);
     double t0 = bench_now_s(), c0 = bench_cpu_s(), u0 = user_s();
     uint64_t b0 = c.bytes, m0 = c.msgs;
+    if (opt.latency && opt.udp) {
+        c.nlat_max = 4u << 20;
+        if ((c.lat = malloc(c.nlat_max * sizeof *c.lat)) == NULL)
+            bench_die("malloc", ENOMEM);
+        c.timing = true;
+    }
     double end = t0 + opt.seconds;
     while (!c.end && bench_now_s() < end)
         zbuf_uring_run(u, 100);
@@ -509,14 +557,18 @@ static int role_recv(int port)
     }
     zbuf_uring_bufring_stats_t bs;
     zbuf_uring_bufring_get_stats(br, &bs);
-    char extra[256];
+    c.timing = false;
+    char lat[128];
+    lat_summary(&c, lat, sizeof lat);
+    free(c.lat);
+    char extra[384];
     snprintf(extra, sizeof extra,
              "user=%.4f rearms=%llu nobufs=%llu enters=%llu cqes=%llu wakes=%llu in_ring=%llu "
-             "empty=%llu socks=%u rate=%.0f",
+             "empty=%llu socks=%u rate=%.0f%s",
              usr, (unsigned long long)st.recv_rearms, (unsigned long long)st.recv_nobufs,
              (unsigned long long)(e1.enters - e0.enters), (unsigned long long)(e1.cqes - e0.cqes),
              (unsigned long long)(e1.wakes - e0.wakes), (unsigned long long)bs.in_ring,
-             (unsigned long long)bs.empty, nfds, opt.rate);
+             (unsigned long long)bs.empty, nfds, opt.rate, lat);
     result("recv", c.bytes - b0, c.msgs - m0, secs, cpu, extra);
     for (unsigned i = 0; i < nfds; i++)
         zbuf_uring_sock_close(socks[i], 0, NULL, NULL);
@@ -581,6 +633,10 @@ static int role_blast(const char *host, const char *ports)
                 if (due < 1)
                     continue;
                 k = due < 64 ? (int)due : 64;
+            }
+            if (opt.latency && opt.size >= 8) {
+                uint64_t t = now_ns(); /* the k datagrams of this call share it */
+                memcpy(buf, &t, sizeof t);
             }
             if (nto > 1)
                 for (int i = 0; i < k; i++, next = (next + 1) % nto) {
@@ -657,7 +713,7 @@ int main(int argc, char **argv)
     const char *role = argv[1];
     int o;
     optind = 2;
-    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:r:N")) != -1) {
+    while ((o = getopt(argc, argv, "m:s:t:b:p:ucz:C:n:r:NL")) != -1) {
         switch (o) {
         case 'm': opt.mode = optarg; break;
         case 's': opt.size = strtoul(optarg, NULL, 0); break;
@@ -671,6 +727,7 @@ int main(int argc, char **argv)
         case 'n': opt.nsocks = (unsigned)strtoul(optarg, NULL, 0); break;
         case 'r': opt.rate = atof(optarg); break;
         case 'N': opt.nodelay = true; break;
+        case 'L': opt.latency = true; break;
         default: usage();
         }
     }

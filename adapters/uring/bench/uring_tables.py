@@ -29,7 +29,7 @@ for line in open(sys.argv[1]):
         # The sockets sweep: its rows are keyed by the number of sockets.
         kv['dgram'] = kv['size']
         kv['size'] = int(kv['socks'])
-    if kv['kind'] == 'udpr':
+    if kv['kind'] in ('udpr', 'lat'):
         # The paced sweep: keyed by the sender's datagrams per second.
         kv['dgram'] = kv['size']
         kv['size'] = int(float(kv['rate']))
@@ -49,6 +49,8 @@ def metric(r, what):
     if what == 'msgseg':  # messages per TCP data segment (Nagle's coalescing)
         segs = int(r.get('segs', 0))
         return r['msgs'] / segs if segs > 0 else float('nan')
+    if what in ('lat_p50', 'lat_p99', 'lat_p999'):  # delay from send to callback, us
+        return float(r.get(what, 'nan'))
     if what == 'nsmsg':  # CPU nanoseconds per message
         return r['cpu'] * 1e9 / r['msgs'] if r['msgs'] > 0 else float('nan')
     raise KeyError(what)
@@ -279,6 +281,24 @@ for kind, title, unit in (('udp', 'Receive side, UDP datagrams (sender floods wi
                     f"UDP, {s} datagrams/s sent" if kind == 'udpr' else f"TCP, {human(s)} buffers")
             targets.append((f"provided-buffer receive >= 1.2x recvmmsg (MB per CPU-s), "
                             f"{what}", r, r >= 1.2))
+    print()
+
+if sizes('lat'):
+    # Delay from the sender's timestamp to the receive callback, with and
+    # without completion coalescing (uring-nc: ZBUF_URING_NO_COALESCE).
+    lms = modes('lat')
+    print("#### Receive side, UDP: delay from send to callback, us, medians over repetitions of "
+          "each run's 50th / 99th percentile (" + dgrams('lat') + ")\n")
+    print("| datagrams/s sent | " + " | ".join(lms) +
+          " | uring / uring-nc, MB per CPU-s | uring / epoll, MB per CPU-s |")
+    print("| --- |" + " ---: |" * (len(lms) + 2))
+    for s in sorted(sizes('lat'), key=lambda x: x or float('inf')):  # the flood (0) last
+        cells = [f"{med('lat', s, m, 'lat_p50'):.1f} / {med('lat', s, m, 'lat_p99'):.0f}"
+                 for m in lms]
+        for m, b in (('uring', 'uring-nc'), ('uring', 'epoll')):
+            r = ratio('lat', s, m, b, 'cpumb') if m in lms and b in lms else float('nan')
+            cells.append(f"{r:.2f}x" if r == r else "-")
+        print(f"| {s if s else 'flood'} | " + " | ".join(cells) + " |")
     print()
 
 # The zero-copy threshold, where the kernel really keeps the pages (veth to

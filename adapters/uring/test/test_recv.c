@@ -20,6 +20,7 @@
 
 #include "ut.h"
 #include "../ring_hot.h"
+#include "../coalesce.h"
 
 ZT_SUITE(recv);
 
@@ -434,18 +435,19 @@ static void count_cb(zbuf_uring_sock_t *s, ssize_t n, zbuf_t *z, const zbuf_urin
     zbuf_delete(z);
 }
 
-/* Send 24 datagrams of 100 bytes and receive them all.  On io_uring, goes
- * on until one engine run handled 16 completions or more, which turns
- * coalescing on for the next wait (the kernel's multishot receive takes up
- * to 32 datagrams in a go, but may start before the last were sent). */
+/* Send 2 x ZU_COALESCE_MIN datagrams of 100 bytes and receive them all.
+ * On io_uring, goes on until the last engine run handled ZU_COALESCE_MIN
+ * completions or more, which turns coalescing on for the next wait (the
+ * kernel's multishot receive may start before the last were sent, and
+ * split them over several runs). */
 static void burst(struct ut_rx *x, zbuf_uring_backend_t be, const struct sockaddr_in *to,
                   unsigned *got)
 {
     uint8_t buf[100] = { 0 };
     for (int tries = 0;; tries++) {
-        cr_assert_lt(tries, 50, "no run handled 16 completions");
-        unsigned want = *got + 24;
-        for (unsigned i = 0; i < 24; i++)
+        cr_assert_lt(tries, 50, "no run handled %u completions", ZU_COALESCE_MIN);
+        unsigned want = *got + 2 * ZU_COALESCE_MIN;
+        for (unsigned i = 0; i < 2 * ZU_COALESCE_MIN; i++)
             cr_assert_eq(
                 sendto(x->peer, buf, sizeof buf, 0, (const struct sockaddr *)to, sizeof *to),
                 (ssize_t)sizeof buf);
@@ -456,7 +458,7 @@ static void burst(struct ut_rx *x, zbuf_uring_backend_t be, const struct sockadd
             cr_assert(rc >= 0 || rc == -EINTR, "zbuf_uring_run: %s", zbuf_strerror(rc));
             last = rc;
         }
-        if (be == ZBUF_URING_BACKEND_EPOLL || last >= 16)
+        if (be == ZBUF_URING_BACKEND_EPOLL || last >= (int)ZU_COALESCE_MIN)
             return;
     }
 }

@@ -251,7 +251,7 @@ typedef enum zbuf_uring_backend {
  *  kernel as they happen rather than when the engine runs). */
 #define ZBUF_URING_NO_DEFER_TASKRUN 0x8u
 /** zbuf_uring_opts_t::flags: never hold completions back to batch them.
- *  By default, when a wait found many receive completions (16 or more), the
+ *  By default, when a wait found many receive completions (32 or more), the
  *  next one asks the kernel for as many again and returns after 50 us at
  *  the latest: under heavy receive traffic a completion can then wait up to
  *  50 us, and the engine spends far less CPU per message (see @ref
