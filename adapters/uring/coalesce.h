@@ -13,8 +13,9 @@
  * instead of returning to the engine every few datagrams.
  *
  * Measured on a guest where every system call flushes the TLB
- * (docs/benchmarks.md, io_uring, run 7): UDP datagrams of 64 B to 16 KiB
- * from a flooding sender took 1.3x to 2.1x less CPU per byte with it.
+ * (docs/benchmarks.md, io_uring, runs 7 and 8): UDP datagrams of 64 B to
+ * 16 KiB from a flooding sender took 1.3x to 2.1x less CPU per byte with
+ * it.
  * ZU_COALESCE_MIN at 16 also turned it on at 200,000 evenly spaced 1 KiB
  * datagrams a second, after any stall, for 5 to 10 % less CPU and 4 to 5 us
  * more median delay (about 50 us more at the 99th percentile); at 32 that

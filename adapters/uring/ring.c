@@ -1308,10 +1308,13 @@ static unsigned coalesce_want(const zbuf_uring_t *u)
     return want < in_ring ? want : in_ring > 0 ? in_ring : 1;
 }
 
-/* The completions a wait that returned rc brought: their count, or -EINTR
- * when a signal cut the wait short before any came. */
-static int reap_after(zbuf_uring_t *u, int rc)
+/* What ring_wait() returns after an io_uring_enter() that returned rc:
+ * the kernel's error, or the count of completions reaped (-EINTR when a
+ * signal cut the wait short before any came). */
+static int wait_result(zbuf_uring_t *u, int rc)
 {
+    if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
+        return rc;
     int n = reap(u);
     return n > 0 ? n : (rc == -EINTR ? -EINTR : 0);
 }
@@ -1339,10 +1342,8 @@ static int ring_wait(zbuf_uring_t *u, int timeout_ms)
         sub = 0;
         if (rc == -ETIME)
             rc = 0;
-        if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
-            return rc;
-        if (io_uring_cq_ready(r) > 0 || rc == -EINTR)
-            return reap_after(u, rc);
+        if (io_uring_cq_ready(r) > 0 || (rc < 0 && rc != -EBUSY && rc != -EAGAIN))
+            return wait_result(u, rc);
         /* Nothing came: wait as asked. */
     }
     if (timeout_ms == 0 || io_uring_cq_ready(r) > 0) {
@@ -1357,9 +1358,7 @@ static int ring_wait(zbuf_uring_t *u, int timeout_ms)
     }
     u->st.enters++;
     u->st.sqes += sub;
-    if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
-        return rc;
-    return reap_after(u, rc);
+    return wait_result(u, rc);
 }
 
 const struct zu_backend zbuf__uring_ring = {
