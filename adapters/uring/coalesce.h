@@ -2,28 +2,61 @@
 #ifndef ZBUF_URING_COALESCE_H
 #define ZBUF_URING_COALESCE_H
 
+#include <stdint.h>
+
 /*
  * Completion coalescing (ring.c; the tests use the same numbers), as a
- * network card moderates its interrupts.  When one wait found at least
- * ZU_COALESCE_MIN receive completions, the traffic is heavy enough that
- * more are coming: the next wait asks the kernel for as many again (at most
- * ZU_COALESCE_MAX, and no more than the buffer rings can still fill: a dry
- * ring ends its receives) and gives up after ZU_COALESCE_NS.  The kernel
- * then runs the receives of several wake-ups in one io_uring_enter()
- * instead of returning to the engine every few datagrams.
+ * network card moderates its interrupts.  The engine keeps an estimate of
+ * how fast receive completions arrive (struct zu_rate).  When at least
+ * ZU_COALESCE_MIN of them are due within ZU_COALESCE_NS, the next wait asks
+ * the kernel for that many (at most ZU_COALESCE_MAX, and no more than the
+ * buffer rings can still fill: a dry ring ends its receives) and gives up
+ * after ZU_COALESCE_NS.  The kernel then runs the receives of several
+ * wake-ups in one io_uring_enter() instead of returning to the engine every
+ * few datagrams.
+ *
+ * The estimate is completions over elapsed time, both decayed linearly
+ * over ZU_RATE_NS, so a backlog found after a stall counts with the stall's
+ * length and reads as the rate that built it, not as a fast stream (the
+ * kernel hands a backlog over in runs of up to 32; an earlier trigger,
+ * ZU_COALESCE_MIN completions in one wait, took such runs for a stream and
+ * held up the rest of the backlog: at 200,000 evenly spaced datagrams a
+ * second it doubled the 99th percentile of the delay and saved no CPU).
  *
  * Measured on a guest where every system call flushes the TLB
- * (docs/benchmarks.md, io_uring, runs 7 and 8): UDP datagrams of 64 B to
- * 16 KiB from a flooding sender took 1.3x to 2.1x less CPU per byte with
- * it.
- * ZU_COALESCE_MIN at 16 also turned it on at 200,000 evenly spaced 1 KiB
- * datagrams a second, after any stall, for 5 to 10 % less CPU and 4 to 5 us
- * more median delay (about 50 us more at the 99th percentile); at 32 that
- * rate no longer triggers it and the flood keeps most of the gain.  A 20 us
+ * (docs/benchmarks.md, io_uring, runs 7 to 9): from a flooding sender, UDP
+ * datagrams of 64 B to 16 KiB took 1.3x to 2.1x less CPU per byte with it;
+ * at 400,000 evenly spaced 1 KiB datagrams a second 1.65x less, for about
+ * 50 us more median delay (on that guest a timed wake-up itself takes 40 to
+ * 50 us beyond its time); below 320,000 a second it stays off.  A 20 us
  * window kept less of the gain (64 B: 1.71x instead of 2.05x).
  */
-#define ZU_COALESCE_MIN 32u
+#define ZU_COALESCE_MIN 16u
 #define ZU_COALESCE_MAX 64u
 #define ZU_COALESCE_NS 50000
+#define ZU_RATE_NS 200000.0
+
+/* Receive completions per elapsed time, decayed alike (see above). */
+struct zu_rate {
+    uint64_t last_ns; /* when the last wait returned (CLOCK_MONOTONIC) */
+    double count;     /* completions */
+    double span;      /* nanoseconds they came in */
+};
+
+/* Fold in a wait that returned at `now_ns` with `n` receive completions. */
+static inline void zu_rate_fold(struct zu_rate *r, uint64_t now_ns, unsigned n)
+{
+    double dt = now_ns > r->last_ns ? (double)(now_ns - r->last_ns) : 0;
+    double keep = dt >= ZU_RATE_NS ? 0 : 1 - dt / ZU_RATE_NS;
+    r->last_ns = now_ns;
+    r->count = r->count * keep + n;
+    r->span = r->span * keep + dt;
+}
+
+/* How many receive completions the estimate expects in ZU_COALESCE_NS. */
+static inline double zu_rate_expect(const struct zu_rate *r)
+{
+    return r->span > 0 ? r->count / r->span * ZU_COALESCE_NS : 0;
+}
 
 #endif

@@ -49,6 +49,8 @@
 #include <zbuf/sock.h>
 #include <zbuf/uring.h>
 
+#include "coalesce.h"
+
 #define ZBUF__URING_HIDDEN __attribute__((visibility("hidden")))
 
 /* Largest iovec array of one request (the kernel's UIO_MAXIOV). */
@@ -316,6 +318,7 @@ struct zbuf_uring {
     bool fixed_vectored;           /* SENDMSG_ZC on fixed buffers works */
     unsigned prepared;             /* SQEs prepared and not yet submitted */
     unsigned rx_reaped;            /* receive completions the last wait brought */
+    struct zu_rate rx_rate;        /* how fast they come (coalesce.h) */
     int notify_fd;                 /* eventfd registered with the ring, or -1 */
     struct zu_op wake_op;
     uint64_t wake_buf;
