@@ -251,12 +251,13 @@ typedef enum zbuf_uring_backend {
  *  kernel as they happen rather than when the engine runs). */
 #define ZBUF_URING_NO_DEFER_TASKRUN 0x8u
 /** zbuf_uring_opts_t::flags: never hold completions back to batch them.
- *  By default, when a wait found many receive completions (32 or more), the
- *  next one asks the kernel for as many again and returns after 50 us at
- *  the latest: under heavy receive traffic a completion can then wait up to
- *  50 us, and the engine spends far less CPU per message (see @ref
- *  uring_coalesce).  With this flag every wait returns at the first
- *  completion.  No effect on the epoll path. */
+ *  By default, when receive completions have lately been coming fast enough
+ *  that 16 or more are due within 50 us (about 320,000 a second), a wait
+ *  asks the kernel for that many (at most 64) and returns after 50 us at
+ *  the latest: under such traffic a completion can then wait up to 50 us
+ *  (plus the machine's timer wake-up), and the engine spends far less CPU
+ *  per message (see @ref uring_coalesce).  With this flag every wait
+ *  returns at the first completion.  No effect on the epoll path. */
 #define ZBUF_URING_NO_COALESCE 0x10u
 
 /** Default of zbuf_uring_opts_t::zc_min, measured (docs/benchmarks.md,
