@@ -3,6 +3,7 @@
 #define ZBUF_URING_COALESCE_H
 
 #include <stdint.h>
+#include <time.h>
 
 /*
  * Completion coalescing (ring.c; the tests use the same numbers), as a
@@ -43,6 +44,14 @@ struct zu_rate {
     double count;     /* completions */
     double span;      /* nanoseconds they came in */
 };
+
+/* CLOCK_MONOTONIC in nanoseconds, the clock of struct zu_rate. */
+static inline uint64_t zu_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Fold in a wait that returned at `now_ns` with `n` receive completions. */
 static inline void zu_rate_fold(struct zu_rate *r, uint64_t now_ns, unsigned n)

@@ -36,7 +36,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -1321,10 +1320,7 @@ static int wait_result(zbuf_uring_t *u, int rc)
     if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
         return rc;
     int n = reap(u);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    zu_rate_fold(&u->rx_rate, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
-                 u->rx_reaped);
+    zu_rate_fold(&u->rx_rate, zu_mono_ns(), u->rx_reaped);
     return n > 0 ? n : (rc == -EINTR ? -EINTR : 0);
 }
 

@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -494,10 +493,8 @@ static void burst(struct ut_rx *x, const struct sockaddr_in *to, unsigned *got)
         int rc = zbuf_uring_run(x->u, 20);
         cr_assert(rc >= 0 || rc == -EINTR, "zbuf_uring_run: %s", zbuf_strerror(rc));
     }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     x->u->rx_rate = (struct zu_rate){
-        .last_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
+        .last_ns = zu_mono_ns(),
         .count = ZU_COALESCE_MAX,
         .span = ZU_COALESCE_NS,
     };
