@@ -824,17 +824,18 @@ static void ring_bufring_fini(zbuf_uring_bufring_t *br)
 /*
  * How many buffers the ring should hold: a quarter more than the kernel
  * took since the last refill, at least ZU_RING_MIN, doubled after the ring
- * ran dry.  ZU_RING_MIN is twice a coalesced wait's largest batch: while
- * the engine waits for its batch the kernel may run more receives than
- * that, and each one that finds the ring dry ends its request (with 64
- * sockets flooded, 32 ran dry 4 to 5 times as often as 128).
+ * ran dry.  While the engine waits for a coalesced batch the kernel may
+ * run more receives than the batch, and each one that finds the ring dry
+ * ends its request: with 64 sockets flooded and a 50 us window, a
+ * ZU_RING_MIN of 32 ran dry 4 to 5 times as often as 128.  Longer windows
+ * grow the ring further as it runs dry.
  * Not all `entries`: the pool hands back its most recently returned
  * buffers first, still in the cache, and a ring kept just deep enough for
  * the traffic receives into those; a ring always full cycles through all
  * its buffers, each one cold when the kernel copies into it (measured:
  * several times the CPU per byte for 16 KiB datagrams).
  */
-#define ZU_RING_MIN (2 * ZU_COALESCE_MAX)
+#define ZU_RING_MIN 128u
 /* A ring may always hold this many buffers, however large. */
 #define ZU_RING_FEW 4
 /* The deepest the ring may grow: hot_bytes of buffers (at least
@@ -1251,6 +1252,10 @@ static void dispatch(zbuf_uring_t *u, const struct io_uring_cqe *cqe)
         break;
     case ZU_OP_RECV:
         u->rx_reaped++;
+        if (op->rx_wait != u->wait_seq) {
+            op->rx_wait = u->wait_seq;
+            u->rx_socks++;
+        }
         recv_cqe(u, op, cqe);
         break;
     case ZU_OP_RECV_ONCE:
@@ -1276,6 +1281,8 @@ static int reap(zbuf_uring_t *u)
     struct io_uring *r = RING(u);
     int total = 0;
     u->rx_reaped = 0;
+    u->rx_socks = 0;
+    u->wait_seq++;
     for (;;) {
         struct io_uring_cqe *cqes[ZU_CQE_BATCH];
         unsigned n = io_uring_peek_batch_cqe(r, cqes, ZU_CQE_BATCH);
@@ -1308,6 +1315,7 @@ static unsigned coalesce_want(const zbuf_uring_t *u)
     unsigned in_ring = 0;
     for (const zbuf_uring_bufring_t *br = u->rings; br != NULL; br = br->next)
         in_ring += (unsigned)br->st.in_ring;
+    expect = zu_rate_expect_in(&u->rx_rate, zu_rate_window(&u->rx_rate));
     unsigned want = expect < ZU_COALESCE_MAX ? (unsigned)expect : ZU_COALESCE_MAX;
     return want < in_ring ? want : in_ring > 0 ? in_ring : 1;
 }
@@ -1320,7 +1328,7 @@ static int wait_result(zbuf_uring_t *u, int rc)
     if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
         return rc;
     int n = reap(u);
-    zu_rate_fold(&u->rx_rate, zu_mono_ns(), u->rx_reaped);
+    zu_rate_fold(&u->rx_rate, zu_mono_ns(), u->rx_reaped, u->rx_socks);
     return n > 0 ? n : (rc == -EINTR ? -EINTR : 0);
 }
 
@@ -1340,7 +1348,7 @@ static int ring_wait(zbuf_uring_t *u, int timeout_ms)
     unsigned want = timeout_ms == 0 ? 1 : coalesce_want(u);
     struct io_uring_cqe *cqe;
     if (want > 1 && io_uring_cq_ready(r) < want) {
-        struct __kernel_timespec ts = { .tv_nsec = ZU_COALESCE_NS };
+        struct __kernel_timespec ts = { .tv_nsec = zu_rate_window(&u->rx_rate) };
         rc = io_uring_submit_and_wait_timeout(r, &cqe, want, &ts, NULL);
         u->st.enters++;
         u->st.sqes += sub;

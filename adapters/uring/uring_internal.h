@@ -142,6 +142,8 @@ struct zu_op {
                                     on the engine's list of detached ones */
     bool multishot;            /* receives: armed multishot */
     bool bundle;               /* receives: armed with IORING_RECVSEND_BUNDLE */
+    uint32_t rx_wait;          /* receives: the engine's wait that last saw a
+                                  completion of this one (ring.c: rx_socks) */
     size_t bytes;              /* bytes asked */
     zbuf_t *held;              /* zero copy: the bytes kept until the notification */
     struct zu_msg *msg;        /* ZU_OP_DGRAM: its message (until the first CQE) */
@@ -318,6 +320,8 @@ struct zbuf_uring {
     bool fixed_vectored;           /* SENDMSG_ZC on fixed buffers works */
     unsigned prepared;             /* SQEs prepared and not yet submitted */
     unsigned rx_reaped;            /* receive completions the last wait brought */
+    unsigned rx_socks;             /* and the receives (sockets) they came from */
+    uint32_t wait_seq;             /* waits so far (rx_socks counts each receive once) */
     struct zu_rate rx_rate;        /* how fast they come (coalesce.h) */
     int notify_fd;                 /* eventfd registered with the ring, or -1 */
     struct zu_op wake_op;

@@ -445,37 +445,76 @@ Test(coalesce, the_estimate_reads_the_rate_not_the_batch)
     struct zu_rate r = { .last_ns = 1000000 * us };
     uint64_t t = r.last_ns;
     for (int i = 0; i < 40; i++) /* 1,000,000 a second, 50 every 50 us */
-        zu_rate_fold(&r, t += 50 * us, 50);
+        zu_rate_fold(&r, t += 50 * us, 50, 1);
     cr_assert_geq(zu_rate_expect(&r), 49);
     cr_assert_leq(zu_rate_expect(&r), 51);
 
-    zu_rate_fold(&r, t += 10000 * us, 0); /* idle: the estimate starts over */
+    zu_rate_fold(&r, t += 10000 * us, 0, 0); /* idle: the estimate starts over */
     cr_assert_lt(zu_rate_expect(&r), 1);
     for (int i = 0; i < 400; i++) /* 200,000 a second, one every 5 us */
-        zu_rate_fold(&r, t += 5 * us, 1);
+        zu_rate_fold(&r, t += 5 * us, 1, 1);
     cr_assert_lt(zu_rate_expect(&r), ZU_COALESCE_MIN);
     cr_assert_gt(zu_rate_expect(&r), 8);
 
     /* A 1 ms stall at that rate: 200 datagrams, handed over in runs of 32
      * a few microseconds apart. */
     unsigned left = 200;
-    zu_rate_fold(&r, t += 1000 * us, 32);
+    zu_rate_fold(&r, t += 1000 * us, 32, 1);
     for (left -= 32; left > 0; left -= left < 32 ? left : 32) {
-        zu_rate_fold(&r, t += 3 * us, left < 32 ? left : 32);
+        zu_rate_fold(&r, t += 3 * us, left < 32 ? left : 32, 1);
         cr_assert_lt(zu_rate_expect(&r), ZU_COALESCE_MIN, "%u datagrams left: %.1f", left,
                      zu_rate_expect(&r));
     }
     /* A clock that does not move forward changes nothing but the count. */
     struct zu_rate z = { .last_ns = t };
-    zu_rate_fold(&z, t - 1, 5);
+    zu_rate_fold(&z, t - 1, 5, 1);
     cr_assert_eq(zu_rate_expect(&z), 0);
+}
+
+/* The window, fed by hand: one busy socket keeps the shortest; the same
+ * rate spread over 64 sockets, about one completion each a wait, lengthens
+ * it step by step to the longest and no further; a rate too low to
+ * coalesce, or one socket again, brings it back. */
+Test(coalesce, the_window_grows_with_the_sockets_a_wait_serves)
+{
+    const uint64_t us = 1000;
+    struct zu_rate r = { .last_ns = 1000000 * us };
+    uint64_t t = r.last_ns;
+    for (int i = 0; i < 40; i++) /* 600,000 a second from one socket */
+        zu_rate_fold(&r, t += 50 * us, 30, 1);
+    cr_assert_eq(zu_rate_window(&r), ZU_COALESCE_NS);
+
+    uint32_t last = zu_rate_window(&r);
+    unsigned steps = 0;
+    for (int i = 0; i < 40; i++) { /* the same rate over 64 sockets */
+        uint32_t w = zu_rate_window(&r);
+        unsigned n = (unsigned)(0.6 * w / us); /* due in the window */
+        zu_rate_fold(&r, t += w, n, n < 64 ? n : 64);
+        cr_assert_geq(zu_rate_window(&r), last, "the window shrank at %u us", w / 1000);
+        steps += zu_rate_window(&r) != last;
+        last = zu_rate_window(&r);
+    }
+    cr_assert_eq(last, ZU_WINDOW_MAX_NS);
+    cr_assert_geq(steps, 2, "the window jumped instead of doubling");
+    cr_assert_geq(zu_rate_expect_in(&r, last), 100);
+
+    for (int i = 0; i < 40; i++) /* one socket again: its batches shrink it */
+        zu_rate_fold(&r, t += zu_rate_window(&r), (unsigned)(0.6 * zu_rate_window(&r) / us), 1);
+    cr_assert_eq(zu_rate_window(&r), ZU_COALESCE_NS);
+
+    for (int i = 0; i < 40; i++) /* 64 sockets again, then a slow trickle */
+        zu_rate_fold(&r, t += zu_rate_window(&r), 64, 64);
+    cr_assert_gt(zu_rate_window(&r), ZU_COALESCE_NS);
+    zu_rate_fold(&r, t += 10000 * us, 1, 1);
+    cr_assert_eq(zu_rate_window(&r), ZU_COALESCE_NS);
 }
 
 /* Send 2 x ZU_COALESCE_MIN datagrams of 100 bytes at once and receive
  * them all; then make the engine's estimate read a stream fast enough to
- * coalesce (ZU_COALESCE_MAX completions due within the window), as a
- * flood would, whatever this machine's speed (a sanitizer's slower runs
- * read a lower rate): the estimate itself is tested above. */
+ * coalesce (ZU_COALESCE_MAX completions due within the window, from as
+ * many sockets: the longest window), as a flood over many sockets would,
+ * whatever this machine's speed (a sanitizer's slower runs read a lower
+ * rate): the estimate itself is tested above. */
 static void burst(struct ut_rx *x, const struct sockaddr_in *to, unsigned *got)
 {
     uint8_t buf[100] = { 0 };
@@ -497,6 +536,8 @@ static void burst(struct ut_rx *x, const struct sockaddr_in *to, unsigned *got)
         .last_ns = zu_mono_ns(),
         .count = ZU_COALESCE_MAX,
         .span = ZU_COALESCE_NS,
+        .rounds = ZU_COALESCE_MAX, /* many sockets: the longest window */
+        .window_ns = ZU_WINDOW_MAX_NS,
     };
 }
 

@@ -253,11 +253,14 @@ typedef enum zbuf_uring_backend {
 /** zbuf_uring_opts_t::flags: never hold completions back to batch them.
  *  By default, when receive completions have lately been coming fast enough
  *  that 16 or more are due within 50 us (about 320,000 a second), a wait
- *  asks the kernel for that many (at most 64) and returns after 50 us at
- *  the latest: under such traffic a completion can then wait up to 50 us
- *  (plus the machine's timer wake-up), and the engine spends far less CPU
- *  per message (see @ref uring_coalesce).  With this flag every wait
- *  returns at the first completion.  No effect on the epoll path. */
+ *  asks the kernel for as many as are due within a window and returns when
+ *  the window ends at the latest.  The window is 50 us; when that traffic
+ *  is spread over many sockets, so that each brings fewer than 2 per wait,
+ *  it doubles, up to 200 us.  Under such traffic a completion can then
+ *  wait up to the window (plus the machine's timer wake-up), and the engine
+ *  spends far less CPU per message (see @ref uring_coalesce).  With this
+ *  flag every wait returns at the first completion.  No effect on the
+ *  epoll path. */
 #define ZBUF_URING_NO_COALESCE 0x10u
 
 /** Default of zbuf_uring_opts_t::zc_min, measured (docs/benchmarks.md,
@@ -352,8 +355,9 @@ ZBUF_URING_EXPORT zbuf_uring_backend_t zbuf_uring_backend(const zbuf_uring_t *u)
  * waits for ever), then handles every completion available, running
  * callbacks and releasing buffers, refills the buffer rings and submits the
  * requests those callbacks queued.  Under heavy receive traffic a wait may
- * go on for up to 50 us after the first completion, to gather more
- * (#ZBUF_URING_NO_COALESCE, @ref uring_coalesce).
+ * go on for up to 50 us after the first completion (200 us when the traffic
+ * is spread over many sockets), to gather more (#ZBUF_URING_NO_COALESCE,
+ * @ref uring_coalesce).
  *
  * @return the number of completions (or epoll events) handled, 0 when the
  *         wait timed out; `-EBUSY` when called from a callback; `-EINTR`
