@@ -1309,14 +1309,13 @@ static int reap(zbuf_uring_t *u)
 /* How many completions the next wait asks for (coalesce.h). */
 static unsigned coalesce_want(const zbuf_uring_t *u)
 {
-    double expect = zu_rate_expect(&u->rx_rate);
-    if ((u->opts.flags & ZBUF_URING_NO_COALESCE) || expect < ZU_COALESCE_MIN)
+    if ((u->opts.flags & ZBUF_URING_NO_COALESCE) || zu_rate_expect(&u->rx_rate) < ZU_COALESCE_MIN)
         return 1;
     unsigned in_ring = 0;
     for (const zbuf_uring_bufring_t *br = u->rings; br != NULL; br = br->next)
         in_ring += (unsigned)br->st.in_ring;
-    expect = zu_rate_expect_in(&u->rx_rate, zu_rate_window(&u->rx_rate));
-    unsigned want = expect < ZU_COALESCE_MAX ? (unsigned)expect : ZU_COALESCE_MAX;
+    double due = zu_rate_expect_in(&u->rx_rate, zu_rate_window(&u->rx_rate));
+    unsigned want = due < ZU_COALESCE_MAX ? (unsigned)due : ZU_COALESCE_MAX;
     return want < in_ring ? want : in_ring > 0 ? in_ring : 1;
 }
 
